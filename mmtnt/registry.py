@@ -1,0 +1,14 @@
+"""mmtnt's registries: children of mmengine's root registries.
+
+A config names mmtnt's modules with the ``mmtnt.`` prefix, e.g.
+``dict(type='mmtnt.TNT')``, whatever its ``default_scope`` (mmpretrain, mmdet
+or mmseg). mmengine then imports this file on its own, and the ``locations``
+below import the modules that register themselves, so no import by hand
+(``custom_imports``) is needed.
+"""
+from mmengine.registry import HOOKS as MMENGINE_HOOKS
+from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import Registry
+
+MODELS = Registry('model', parent=MMENGINE_MODELS, locations=['mmtnt.models'])
+HOOKS = Registry('hook', parent=MMENGINE_HOOKS, locations=['mmtnt.engine'])

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Create (or update) the virtual environment mmtnt runs in.
+#
+# Usage: bash tools/setup_env.sh [VENV_DIR]      (default: .venv)
+#
+# Steps, each skipped when already done:
+#   1. torch 2.13.0 + torchvision 0.28.0 (the package index's build: the
+#      CPU-only torch wheel some machines carry locally cannot import any
+#      torchvision, so pip's local configuration is bypassed for this step);
+#   2. mmcv 2.1.0 built from source with its ops. The built wheel is kept in
+#      ${MMTNT_WHEEL_CACHE:-~/.cache/mmtnt/wheels}, so a second set-up on the
+#      same machine installs it in seconds instead of rebuilding (~25 min);
+#   3. the rest of the stack (requirements/runtime.txt, requirements/tests.txt)
+#      and mmtnt itself in editable mode;
+#   4. the Fashion-MNIST files of the embedded demo (Debian package
+#      dataset-fashion-mnist) when they are missing and apt-get is usable.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${1:-"$ROOT/.venv"}
+WHEEL_CACHE=${MMTNT_WHEEL_CACHE:-"$HOME/.cache/mmtnt/wheels"}
+TORCH_VERSION=2.13.0
+TORCHVISION_VERSION=0.28.0
+MMCV_VERSION=2.1.0
+
+log() { echo "[setup_env] $*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating virtual environment in $VENV"
+    python3 -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip --disable-pip-version-check)
+"${PIP[@]}" install -q --upgrade pip 'setuptools<70' wheel ninja
+
+installed_version() {
+    "$PY" - "$1" <<'PYEOF'
+import sys
+from importlib import metadata
+try:
+    print(metadata.version(sys.argv[1]))
+except metadata.PackageNotFoundError:
+    print('')
+PYEOF
+}
+
+# 1. torch + torchvision from the package index.
+if ! "$PY" -c "import torch, torchvision; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
+    log "installing torch $TORCH_VERSION and torchvision $TORCHVISION_VERSION"
+    isolated=(--isolated)
+    for cert in "${PIP_CERT:-}" "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
+        if [ -n "$cert" ] && [ -f "$cert" ]; then isolated+=(--cert "$cert"); break; fi
+    done
+    "${PIP[@]}" "${isolated[@]}" install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
+fi
+TORCH_TAG=$("$PY" -c "import torch; print(torch.__version__)")
+
+# 2. mmcv with compiled ops, built once per torch build and cached.
+if [ "$(installed_version mmcv)" != "$MMCV_VERSION" ] || ! "$PY" -c "import mmcv.ops" 2>/dev/null; then
+    cache="$WHEEL_CACHE/torch-$TORCH_TAG"
+    wheel=$(ls "$cache"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
+    if [ -z "$wheel" ]; then
+        log "building mmcv $MMCV_VERSION with ops (about 25 minutes on 2 cores); cached in $cache"
+        mkdir -p "$cache"
+        MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} \
+            "${PIP[@]}" wheel -q --no-build-isolation --no-deps --no-binary mmcv \
+            -w "$cache" "mmcv==$MMCV_VERSION"
+        wheel=$(ls "$cache"/mmcv-"$MMCV_VERSION"-*.whl | head -n 1)
+    else
+        log "installing cached $wheel"
+    fi
+    "${PIP[@]}" install -q "$wheel"
+fi
+
+# 3. The rest of the stack and mmtnt itself.
+log "installing the OpenMMLab stack, test requirements and mmtnt"
+"${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" -r "$ROOT/requirements/tests.txt" \
+    "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" "mmcv==$MMCV_VERSION"
+"${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
+
+# 4. Fashion-MNIST for the embedded demo.
+if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1 && [ ! -d "$ROOT/data/fashion_mnist" ]; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        log "installing Debian package dataset-fashion-mnist"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist
+    else
+        log "Fashion-MNIST not found: install the Debian package dataset-fashion-mnist" \
+            "or see docs/get_started.md to place the files under data/fashion_mnist"
+    fi
+fi
+
+"$PY" -c "import mmdet.models, mmseg.models, mmpretrain.models, mmtnt, torch, mmcv.ops; \
+print('[setup_env] ready: torch', torch.__version__, '| mmcv', mmcv.__version__)"
