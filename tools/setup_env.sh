@@ -31,7 +31,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade pip 'setuptools<70' wheel ninja
+"${PIP[@]}" install -q --upgrade pip wheel ninja
 
 installed_version() {
     "$PY" - "$1" <<'PYEOF'
@@ -62,6 +62,8 @@ if [ "$(installed_version mmcv)" != "$MMCV_VERSION" ] || ! "$PY" -c "import mmcv
     if [ -z "$wheel" ]; then
         log "building mmcv $MMCV_VERSION with ops (about 25 minutes on 2 cores); cached in $cache"
         mkdir -p "$cache"
+        # mmcv 2.1.0's setup.py imports pkg_resources, gone from setuptools 70.
+        "${PIP[@]}" install -q 'setuptools<70'
         MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} \
             "${PIP[@]}" wheel -q --no-build-isolation --no-deps --no-binary mmcv \
             -w "$cache" "mmcv==$MMCV_VERSION"

@@ -1,0 +1,130 @@
+"""Helpers shared by the checkpoint converters."""
+import re
+
+import torch
+
+
+def load_checkpoint_file(path, allow_pickle=False):
+    """Load a checkpoint file on the CPU.
+
+    Loading uses ``weights_only=True`` unless ``allow_pickle`` is set: some
+    released checkpoints hold pickled Python objects (training arguments)
+    that a safe load refuses.
+
+    Args:
+        path (str): The checkpoint file.
+        allow_pickle (bool): Load arbitrary pickled objects. Only for files
+            from a source you trust. Defaults to False.
+
+    Returns:
+        dict: The loaded object.
+    """
+    try:
+        return torch.load(path, map_location='cpu',
+                          weights_only=not allow_pickle)
+    except Exception as error:  # torch raises UnpicklingError or others
+        if allow_pickle:
+            raise
+        raise RuntimeError(
+            f'{path} holds objects other than tensors ({error}). If you '
+            'trust the file, convert it again with --allow-pickle.'
+        ) from error
+
+
+def extract_state_dict(checkpoint):
+    """Find the model weights in a loaded checkpoint.
+
+    Accepts a bare state dict or one wrapped under ``state_dict``, ``model``
+    or ``module`` (as OpenMMLab, timm's training script and the official
+    repositories save them), and strips a ``module.`` prefix left by
+    DataParallel.
+
+    Args:
+        checkpoint (dict): A loaded checkpoint.
+
+    Returns:
+        dict[str, Tensor]: The weights.
+    """
+    if not isinstance(checkpoint, dict):
+        raise TypeError('A checkpoint must be a dict of tensors or hold one '
+                        f'under "state_dict"/"model", got '
+                        f'{type(checkpoint).__name__}.')
+    for key in ('state_dict', 'model', 'module'):
+        if isinstance(checkpoint.get(key), dict):
+            checkpoint = checkpoint[key]
+            break
+    return {
+        re.sub(r'^module\.', '', key): value
+        for key, value in checkpoint.items() if torch.is_tensor(value)
+    }
+
+
+def split_classifier(state_dict, backbone_prefixes=('backbone.', ),
+                     head_prefixes=('head.fc.', 'head.')):
+    """Split weights into backbone and classifier parts.
+
+    Args:
+        state_dict (dict[str, Tensor]): Weights, possibly of a whole
+            classifier.
+        backbone_prefixes (tuple[str]): Prefixes stripped from backbone keys.
+        head_prefixes (tuple[str]): Prefixes that mark classifier keys; the
+            first matching one is stripped.
+
+    Returns:
+        tuple[dict, dict]: Backbone weights and classifier weights (keys
+        ``weight``/``bias``).
+    """
+    backbone, head = {}, {}
+    for key, value in state_dict.items():
+        head_prefix = next((p for p in head_prefixes if key.startswith(p)),
+                           None)
+        if head_prefix is not None:
+            head[key[len(head_prefix):]] = value
+            continue
+        for prefix in backbone_prefixes:
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+                break
+        backbone[key] = value
+    return backbone, head
+
+
+def to_mmengine_checkpoint(backbone, head, meta):
+    """Assemble a checkpoint an mmpretrain ``ImageClassifier`` loads.
+
+    Backbone weights go under ``backbone.``, classifier weights under
+    ``head.fc.`` (mmpretrain's ``LinearClsHead``), so the file works both as
+    ``load_from`` of a classification config and as
+    ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``
+    of a backbone for detection or segmentation.
+
+    Args:
+        backbone (dict[str, Tensor]): Backbone weights in mmtnt's layout.
+        head (dict[str, Tensor]): Classifier ``weight``/``bias`` or empty.
+        meta (dict): Plain-type metadata (strings, numbers).
+
+    Returns:
+        dict: ``{'meta': meta, 'state_dict': weights}``.
+    """
+    state_dict = {f'backbone.{k}': v.contiguous() for k, v in backbone.items()}
+    state_dict.update({f'head.fc.{k}': v for k, v in head.items()})
+    return dict(meta=meta, state_dict=state_dict)
+
+
+def rename_keys(state_dict, rules):
+    """Rename keys with ordered regular-expression rules.
+
+    Args:
+        state_dict (dict[str, Tensor]): The weights.
+        rules (list[tuple[str, str]]): ``(pattern, replacement)`` pairs for
+            :func:`re.sub`, applied in order to every key.
+
+    Returns:
+        dict[str, Tensor]: The renamed weights.
+    """
+    renamed = {}
+    for key, value in state_dict.items():
+        for pattern, replacement in rules:
+            key = re.sub(pattern, replacement, key)
+        renamed[key] = value
+    return renamed

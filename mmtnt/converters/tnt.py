@@ -1,0 +1,223 @@
+"""Convert public TNT checkpoints into mmtnt's layout.
+
+Three layouts of released TNT weights exist:
+
+- ``official``: huawei-noah/Efficient-AI-Backbones (``outer_pos``,
+  ``inner_pos``, ``blocks.i.inner_attn.qk``, ...);
+- ``timm``: ``tnt_s_patch16_224``, ``tnt_b_patch16_224`` and
+  ``tnt_s_legacy_patch16_224`` (``patch_pos``, ``pixel_pos``,
+  ``blocks.i.attn_in.qk``, ...);
+- ``mmpretrain``: ``tnt-small-p16_3rdparty_in1k`` (``layers.i.inner_block``
+  with concatenated ``in_proj_weight``).
+
+Independently of the key names, the weights are of TNT's ``official`` or
+``legacy`` pixel-embedding layout (see :class:`mmtnt.models.TNT`), which
+:func:`detect_tnt_layout` reads from the shapes.
+"""
+import torch
+
+from .common import (extract_state_dict, rename_keys, split_classifier,
+                     to_mmengine_checkpoint)
+
+# Official names -> timm names, the first step for official checkpoints.
+_OFFICIAL_TO_TIMM = [
+    (r'^outer_pos$', 'patch_pos'),
+    (r'^inner_pos$', 'pixel_pos'),
+    (r'^patch_embed\.', 'pixel_embed.'),
+    (r'proj_norm1', 'norm1_proj'),
+    (r'proj_norm2', 'norm2_proj'),
+    (r'\.inner_norm1\.', '.norm_in.'),
+    (r'\.inner_attn\.', '.attn_in.'),
+    (r'\.inner_norm2\.', '.norm_mlp_in.'),
+    (r'\.inner_mlp\.', '.mlp_in.'),
+    (r'\.outer_norm1\.', '.norm_out.'),
+    (r'\.outer_attn\.', '.attn_out.'),
+    (r'\.outer_norm2\.', '.norm_mlp.'),
+    (r'\.outer_mlp\.', '.mlp.'),
+]
+
+# timm names -> mmtnt names (attention weights are fused separately). Block
+# rules are anchored so that a renamed key never matches a later rule.
+_TIMM_TO_MMTNT = [
+    (r'^pixel_embed\.proj\.', 'word_embed.conv.'),
+    (r'^pixel_pos$', 'word_pos'),
+    (r'^patch_pos$', 'sentence_pos'),
+    (r'^norm1_proj\.', 'sentence_proj.norm_in.'),
+    (r'^proj\.', 'sentence_proj.fc.'),
+    (r'^norm2_proj\.', 'sentence_proj.norm_out.'),
+    (r'^(blocks\.\d+)\.norm_in\.', r'\1.inner.norm1.'),
+    (r'^(blocks\.\d+)\.attn_in\.', r'\1.inner.attn.'),
+    (r'^(blocks\.\d+)\.norm_mlp_in\.', r'\1.inner.norm2.'),
+    (r'^(blocks\.\d+)\.mlp_in\.', r'\1.inner.mlp.'),
+    (r'^(blocks\.\d+)\.norm1_proj\.', r'\1.words_to_sentence.norm_in.'),
+    (r'^(blocks\.\d+)\.proj\.', r'\1.words_to_sentence.fc.'),
+    (r'^(blocks\.\d+)\.norm2_proj\.', r'\1.words_to_sentence.norm_out.'),
+    (r'^(blocks\.\d+)\.norm_out\.', r'\1.outer.norm1.'),
+    (r'^(blocks\.\d+)\.attn_out\.', r'\1.outer.attn.'),
+    (r'^(blocks\.\d+)\.norm_mlp\.', r'\1.outer.norm2.'),
+    (r'^(blocks\.\d+)\.mlp\.', r'\1.outer.mlp.'),
+]
+
+# mmpretrain names -> mmtnt names.
+_MMPRETRAIN_TO_MMTNT = [
+    (r'^pixel_embed\.proj\.', 'word_embed.conv.'),
+    (r'^pixel_pos$', 'word_pos'),
+    (r'^patch_pos$', 'sentence_pos'),
+    (r'^norm1_proj\.', 'sentence_proj.norm_in.'),
+    (r'^projection\.', 'sentence_proj.fc.'),
+    (r'^norm2_proj\.', 'sentence_proj.norm_out.'),
+    (r'^layers\.', 'blocks.'),
+    (r'\.inner_block\.', '.inner.'),
+    (r'\.outer_block\.', '.outer.'),
+    (r'\.norm_proj\.', '.words_to_sentence.norm_in.'),
+    (r'\.projection\.', '.words_to_sentence.fc.'),
+    (r'\.norm_attn\.', '.norm1.'),
+    (r'\.attn\.attn\.in_proj_weight$', '.attn.qkv.weight'),
+    (r'\.attn\.attn\.in_proj_bias$', '.attn.qkv.bias'),
+    (r'\.attn\.attn\.out_proj\.', '.attn.proj.'),
+    (r'\.norm_ffn\.', '.norm2.'),
+    (r'\.ffn\.layers\.0\.0\.', '.mlp.fc1.'),
+    (r'\.ffn\.layers\.1\.', '.mlp.fc2.'),
+]
+
+
+def detect_tnt_format(state_dict):
+    """Tell which key layout a TNT state dict has.
+
+    Args:
+        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
+            prefix).
+
+    Returns:
+        str: ``'official'``, ``'timm'``, ``'mmpretrain'`` or ``'mmtnt'``.
+    """
+    if 'outer_pos' in state_dict:
+        return 'official'
+    if 'patch_pos' in state_dict and any(
+            k.startswith('blocks.') for k in state_dict):
+        return 'timm'
+    if 'patch_pos' in state_dict and any(
+            k.startswith('layers.') for k in state_dict):
+        return 'mmpretrain'
+    if 'sentence_pos' in state_dict:
+        return 'mmtnt'
+    raise ValueError(
+        'Not a TNT checkpoint: none of the position embeddings '
+        '"outer_pos" (official), "patch_pos" (timm, mmpretrain) or '
+        '"sentence_pos" (mmtnt) is in it.')
+
+
+def _fuse_qk_v(state_dict):
+    """Concatenate timm's separate ``qk`` and ``v`` projections into
+    mmtnt's fused ``qkv``."""
+    fused = {}
+    for key, value in state_dict.items():
+        if '.attn.qk.' in key:
+            fused[key.replace('.qk.', '.qkv.')] = torch.cat(
+                [value, state_dict[key.replace('.qk.', '.v.')]])
+        elif '.attn.v.' not in key:
+            fused[key] = value
+    return fused
+
+
+def _from_timm(state_dict):
+    state_dict = rename_keys(state_dict, _TIMM_TO_MMTNT)
+    pixel_pos = state_dict['word_pos']  # (1, C, k, k)
+    state_dict['word_pos'] = pixel_pos.flatten(2).transpose(1, 2)
+    return _fuse_qk_v(state_dict)
+
+
+def _from_official(state_dict):
+    state_dict = dict(state_dict)
+    state_dict.pop('outer_tokens', None)  # unused by the official model
+    state_dict = rename_keys(state_dict, _OFFICIAL_TO_TIMM)
+    state_dict = rename_keys(state_dict, _TIMM_TO_MMTNT)
+    # The official inner_pos is already (1, k*k, C).
+    return _fuse_qk_v(state_dict)
+
+
+def _from_mmpretrain(state_dict):
+    state_dict = rename_keys(state_dict, _MMPRETRAIN_TO_MMTNT)
+    pixel_pos = state_dict['word_pos']
+    state_dict['word_pos'] = pixel_pos.flatten(2).transpose(1, 2)
+    return state_dict
+
+
+_CONVERTERS = {
+    'official': _from_official,
+    'timm': _from_timm,
+    'mmpretrain': _from_mmpretrain,
+    'mmtnt': dict,
+}
+
+
+def detect_tnt_layout(state_dict):
+    """Tell the pixel-embedding layout of TNT weights in mmtnt's key layout.
+
+    Args:
+        state_dict (dict[str, Tensor]): mmtnt TNT backbone weights.
+
+    Returns:
+        str: ``'official'`` or ``'legacy'``.
+    """
+    norm = state_dict['blocks.0.words_to_sentence.norm_in.weight']
+    inner_dims = state_dict['word_pos'].shape[-1]
+    return 'legacy' if norm.numel() == inner_dims else 'official'
+
+
+def describe_tnt_arch(state_dict):
+    """Name the TNT arch of mmtnt-layout weights from their shapes.
+
+    Args:
+        state_dict (dict[str, Tensor]): mmtnt TNT backbone weights.
+
+    Returns:
+        str | dict: A name of :attr:`TNT.arch_zoo` when the sizes match one,
+        else the sizes the weights record (head counts are not recorded).
+    """
+    from mmtnt.models.backbones.tnt import TNT
+    sizes = dict(
+        embed_dims_outer=state_dict['cls_token'].shape[-1],
+        embed_dims_inner=state_dict['word_pos'].shape[-1],
+        num_layers=len({
+            key.split('.')[1]
+            for key in state_dict if key.startswith('blocks.')
+        }))
+    for name in ('s', 'b'):
+        if all(TNT.arch_zoo[name][k] == v for k, v in sizes.items()):
+            return name
+    return sizes
+
+
+def convert_tnt(checkpoint):
+    """Convert a TNT checkpoint of any public layout into mmtnt's layout.
+
+    Args:
+        checkpoint (dict): A loaded checkpoint: a bare state dict, or one
+            under ``state_dict``/``model``; backbone keys may carry a
+            ``backbone.`` prefix and the classifier may be ``head`` (timm,
+            official) or ``head.fc`` (mmpretrain).
+
+    Returns:
+        dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
+        under ``backbone.`` and the classifier under ``head.fc.``; ``meta``
+        records the source format and the TNT layout to build with.
+
+    Examples:
+        >>> import timm
+        >>> from mmtnt.converters import convert_tnt
+        >>> model = timm.create_model('tnt_s_patch16_224')
+        >>> ckpt = convert_tnt(model.state_dict())
+        >>> ckpt['meta']['layout'], ckpt['meta']['source_format']
+        ('official', 'timm')
+    """
+    state_dict = extract_state_dict(checkpoint)
+    backbone, head = split_classifier(state_dict)
+    source_format = detect_tnt_format(backbone)
+    backbone = _CONVERTERS[source_format](backbone)
+    meta = dict(
+        model='TNT',
+        source_format=source_format,
+        arch=describe_tnt_arch(backbone),
+        layout=detect_tnt_layout(backbone))
+    return to_mmengine_checkpoint(backbone, head, meta)

@@ -1,0 +1,3 @@
+from .tnt import TNT
+
+__all__ = ['TNT']

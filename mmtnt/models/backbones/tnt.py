@@ -1,0 +1,443 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
+from mmengine.model.weight_init import trunc_normal_
+
+from mmtnt.registry import MODELS
+from ..utils import (TransformerLayer, normalize_out_indices, resize_pos_embed,
+                     resolve_arch)
+from .base_backbone import BaseBackbone
+
+
+class WordEmbed(nn.Module):
+    """Cut an image into sentences (patches) and embed the words in each.
+
+    Every ``patch_size`` square of the image is a sentence; a 7x7 convolution
+    of stride ``stride`` turns it into ``(patch_size // stride) ** 2`` words.
+
+    Args:
+        in_channels (int): Channels of the image.
+        embed_dims (int): Channels of a word.
+        patch_size (int): Side of a sentence in pixels.
+        stride (int): Stride of the convolution; must divide ``patch_size``.
+        layout (str): ``'official'`` convolves each sentence on its own (zero
+            padding at sentence borders, as TNT's official code);
+            ``'legacy'`` convolves the whole image first and then cuts it.
+
+    Examples:
+        >>> import torch
+        >>> embed = WordEmbed(3, 24, patch_size=16, stride=4,
+        ...                   layout='official')
+        >>> embed(torch.rand(2, 3, 32, 48)).shape  # 2 images * 6 sentences
+        torch.Size([12, 16, 24])
+    """
+
+    def __init__(self, in_channels, embed_dims, patch_size, stride, layout):
+        super().__init__()
+        self.patch_size = patch_size
+        self.words_per_side = patch_size // stride
+        self.layout = layout
+        self.conv = nn.Conv2d(
+            in_channels, embed_dims, kernel_size=7, stride=stride, padding=3)
+
+    def forward(self, x):
+        """Return words of shape (B * num_sentences, num_words, C)."""
+        B, C, H, W = x.shape
+        p, k = self.patch_size, self.words_per_side
+        h, w = H // p, W // p
+        if self.layout == 'official':
+            x = x.reshape(B, C, h, p, w, p).permute(0, 2, 4, 1, 3, 5)
+            x = self.conv(x.reshape(B * h * w, C, p, p))
+            return x.flatten(2).transpose(1, 2)
+        x = self.conv(x)
+        x = x.reshape(B, -1, h, k, w, k).permute(0, 2, 4, 3, 5, 1)
+        return x.reshape(B * h * w, k * k, -1)
+
+
+class WordsToSentence(nn.Module):
+    """Project the words of each sentence into one sentence vector.
+
+    Args:
+        inner_dims (int): Channels of a word.
+        num_words (int): Words per sentence.
+        outer_dims (int): Channels of a sentence.
+        norm_per_word (bool): Normalize each word over ``inner_dims``
+            (legacy layout) instead of the concatenated words.
+        bias (bool): Whether the projection has a bias.
+        norm_out (bool): Normalize the projected sentence vector.
+        norm_cfg (dict): The normalization layer.
+
+    Examples:
+        >>> import torch
+        >>> proj = WordsToSentence(24, 16, 384, norm_per_word=False,
+        ...                        bias=True, norm_out=True,
+        ...                        norm_cfg=dict(type='LN'))
+        >>> proj(torch.rand(2 * 196, 16, 24), batch_size=2).shape
+        torch.Size([2, 196, 384])
+    """
+
+    def __init__(self, inner_dims, num_words, outer_dims, norm_per_word, bias,
+                 norm_out, norm_cfg):
+        super().__init__()
+        self.norm_per_word = norm_per_word
+        self.norm_in = build_norm_layer(
+            norm_cfg, inner_dims if norm_per_word else inner_dims *
+            num_words)[1]
+        self.fc = nn.Linear(inner_dims * num_words, outer_dims, bias=bias)
+        self.norm_out = build_norm_layer(
+            norm_cfg, outer_dims)[1] if norm_out else nn.Identity()
+
+    def forward(self, words, batch_size):
+        if self.norm_per_word:
+            x = self.norm_in(words).reshape(batch_size, -1,
+                                            self.fc.in_features)
+        else:
+            x = self.norm_in(words.reshape(batch_size, -1,
+                                           self.fc.in_features))
+        return self.norm_out(self.fc(x))
+
+
+class TNTBlock(nn.Module):
+    """A TNT block: an inner transformer over the words of each sentence,
+    whose output is added to the sentences, then an outer transformer over
+    the sentences.
+
+    Args:
+        inner_dims (int): Channels of a word.
+        outer_dims (int): Channels of a sentence.
+        num_words (int): Words per sentence.
+        num_heads_inner (int): Heads of the inner attention.
+        num_heads_outer (int): Heads of the outer attention.
+        mlp_ratio (float): MLP hidden channels over the input channels, in
+            both transformers.
+        qkv_bias (bool): Whether query/key/value projections have a bias.
+        drop_rate (float): Dropout rate after projections.
+        attn_drop_rate (float): Dropout rate on attention weights.
+        drop_path_rate (float): Stochastic depth rate.
+        norm_cfg (dict): The normalization layer.
+        act_cfg (dict): The MLPs' activation.
+        layout (str): ``'official'`` or ``'legacy'``; see :class:`TNT`.
+    """
+
+    def __init__(self, inner_dims, outer_dims, num_words, num_heads_inner,
+                 num_heads_outer, mlp_ratio, qkv_bias, drop_rate,
+                 attn_drop_rate, drop_path_rate, norm_cfg, act_cfg, layout):
+        super().__init__()
+        layer_cfg = dict(
+            mlp_ratio=mlp_ratio,
+            qkv_bias=qkv_bias,
+            drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate,
+            drop_path_rate=drop_path_rate,
+            norm_cfg=norm_cfg,
+            act_cfg=act_cfg)
+        official = layout == 'official'
+        self.inner = TransformerLayer(inner_dims, num_heads_inner,
+                                      **layer_cfg)
+        self.words_to_sentence = WordsToSentence(
+            inner_dims,
+            num_words,
+            outer_dims,
+            norm_per_word=not official,
+            bias=not official,
+            norm_out=official,
+            norm_cfg=norm_cfg)
+        self.outer = TransformerLayer(outer_dims, num_heads_outer,
+                                      **layer_cfg)
+
+    def forward(self, words, sentences):
+        """Update words (B*N, K, c) and sentences (B, 1 + N, C)."""
+        words = self.inner(words)
+        update = self.words_to_sentence(words, sentences.shape[0])
+        # The class token (row 0) receives no words.
+        sentences = sentences + F.pad(update, (0, 0, 1, 0))
+        return words, self.outer(sentences)
+
+
+@MODELS.register_module()
+class TNT(BaseBackbone):
+    """Transformer in Transformer.
+
+    A PyTorch implementation of `Transformer in Transformer
+    <https://arxiv.org/abs/2103.00112>`_. An image is cut into sentences
+    (``patch_size`` squares), each sentence into words; every block runs an
+    inner transformer over the words of each sentence and adds its result to
+    the sentence tokens, then an outer transformer over the sentences.
+
+    Inputs of any size whose height and width are multiples of
+    ``patch_size`` are accepted: the sentence position embedding, stored for
+    ``img_size``, is resized to the actual grid (and to ``img_size`` when a
+    checkpoint made at another size is loaded).
+
+    Args:
+        arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``, or a dict
+            with the keys ``embed_dims_outer``, ``embed_dims_inner``,
+            ``num_layers``, ``num_heads_outer`` and ``num_heads_inner``.
+            Defaults to ``'s'``.
+        img_size (int | tuple[int, int]): Size the sentence position
+            embedding is stored for. Defaults to 224.
+        patch_size (int): Side of a sentence in pixels. Defaults to 16.
+        first_stride (int): Stride of the word convolution; words per
+            sentence are ``(patch_size // first_stride) ** 2``.
+            Defaults to 4.
+        in_channels (int): Channels of the input image. Defaults to 3.
+        layout (str): Pixel-embedding layout of the weights: ``'official'``
+            (TNT's official code, timm's ``tnt_s/b_patch16_224``) or
+            ``'legacy'`` (timm's ``tnt_s_legacy_patch16_224``, mmpretrain's
+            TNT). Defaults to ``'official'``.
+        mlp_ratio (float): MLP hidden channels over input channels.
+            Defaults to 4.
+        qkv_bias (bool): Whether query/key/value projections have a bias.
+            Defaults to False.
+        drop_rate (float): Dropout rate after the position embedding and
+            projections. Defaults to 0.
+        attn_drop_rate (float): Dropout rate on attention weights.
+            Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate of the last block,
+            rising linearly from 0 at the first. Defaults to 0.
+        out_indices (int | Sequence[int]): Blocks whose output is returned;
+            negative indices count from the end. Defaults to -1.
+        out_type (str): What is returned for each chosen block:
+            ``'cls_token'`` (B, C) for classification heads, ``'featmap'``
+            (B, C, H/patch_size, W/patch_size) for dense heads, or
+            ``'avg_featmap'`` (B, C), the mean of the sentence tokens.
+            Defaults to ``'cls_token'``.
+        final_norm (bool): Normalize the last block's output.
+            Defaults to True.
+        frozen_stages (int): -1 freezes nothing, 0 the embeddings, ``k`` the
+            embeddings and the first ``k`` blocks (all of them also freeze
+            the final norm). Defaults to -1.
+        norm_eval (bool): Keep BatchNorm layers in eval mode while training.
+            Defaults to False.
+        with_cp (bool): Recompute each block in the backward pass instead of
+            storing its activations (saves memory). Defaults to False.
+        norm_cfg (dict): The normalization layer. Defaults to
+            ``dict(type='LN')``.
+        act_cfg (dict): The MLPs' activation. Defaults to
+            ``dict(type='GELU')``.
+        init_cfg (dict | list[dict], optional): Initialization config; by
+            default truncated-normal linear weights (std 0.02).
+
+    Examples:
+        >>> import torch
+        >>> from mmtnt.models import TNT
+        >>> model = TNT(arch='s').eval()
+        >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
+        [torch.Size([1, 384])]
+        >>> model = TNT(arch='s', out_indices=(3, 7, 11), out_type='featmap')
+        >>> [out.shape for out in model(torch.rand(1, 3, 256, 320))]
+        [torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20])]
+    """  # noqa: E501
+    arch_zoo = {
+        **dict.fromkeys(
+            ['s', 'small'], {
+                'embed_dims_outer': 384,
+                'embed_dims_inner': 24,
+                'num_layers': 12,
+                'num_heads_outer': 6,
+                'num_heads_inner': 4
+            }),
+        **dict.fromkeys(
+            ['b', 'base'], {
+                'embed_dims_outer': 640,
+                'embed_dims_inner': 40,
+                'num_layers': 12,
+                'num_heads_outer': 10,
+                'num_heads_inner': 4
+            }),
+    }
+    essential_keys = {
+        'embed_dims_outer', 'embed_dims_inner', 'num_layers',
+        'num_heads_outer', 'num_heads_inner'
+    }
+    layouts = ('official', 'legacy')
+    out_types = ('cls_token', 'featmap', 'avg_featmap')
+
+    def __init__(self,
+                 arch='s',
+                 img_size=224,
+                 patch_size=16,
+                 first_stride=4,
+                 in_channels=3,
+                 layout='official',
+                 mlp_ratio=4.,
+                 qkv_bias=False,
+                 drop_rate=0.,
+                 attn_drop_rate=0.,
+                 drop_path_rate=0.,
+                 out_indices=-1,
+                 out_type='cls_token',
+                 final_norm=True,
+                 frozen_stages=-1,
+                 norm_eval=False,
+                 with_cp=False,
+                 norm_cfg=dict(type='LN'),
+                 act_cfg=dict(type='GELU'),
+                 init_cfg=[
+                     dict(type='TruncNormal', layer='Linear', std=.02),
+                     dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
+                 ]):
+        super().__init__(frozen_stages, norm_eval, init_cfg=init_cfg)
+        self.arch_settings = resolve_arch(arch, self.arch_zoo,
+                                          self.essential_keys, 'TNT')
+        if layout not in self.layouts:
+            raise ValueError(f'Unknown TNT layout {layout!r}: choose one of '
+                             f'{self.layouts}.')
+        if out_type not in self.out_types:
+            raise ValueError(f'Unknown TNT out_type {out_type!r}: choose one '
+                             f'of {self.out_types}.')
+        if patch_size % first_stride != 0:
+            raise ValueError(f'first_stride ({first_stride}) must divide '
+                             f'patch_size ({patch_size}).')
+        inner_dims = self.arch_settings['embed_dims_inner']
+        outer_dims = self.arch_settings['embed_dims_outer']
+        self.num_layers = self.arch_settings['num_layers']
+        self.embed_dims = outer_dims
+        self.patch_size = patch_size
+        self.layout = layout
+        self.out_type = out_type
+        self.final_norm = final_norm
+        self.with_cp = with_cp
+        self.out_indices = normalize_out_indices(out_indices,
+                                                 self.num_layers, 'TNT')
+        self._check_frozen_stages(self.num_layers)
+        img_h, img_w = (img_size, img_size) if isinstance(img_size,
+                                                           int) else img_size
+        self.pos_grid = self._sentence_grid(img_h, img_w)
+        num_words = (patch_size // first_stride)**2
+
+        self.word_embed = WordEmbed(in_channels, inner_dims, patch_size,
+                                    first_stride, layout)
+        self.word_pos = nn.Parameter(torch.zeros(1, num_words, inner_dims))
+        self.sentence_proj = WordsToSentence(
+            inner_dims,
+            num_words,
+            outer_dims,
+            norm_per_word=False,
+            bias=True,
+            norm_out=True,
+            norm_cfg=norm_cfg)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, outer_dims))
+        num_sentences = self.pos_grid[0] * self.pos_grid[1]
+        self.sentence_pos = nn.Parameter(
+            torch.zeros(1, 1 + num_sentences, outer_dims))
+        self.drop_after_pos = nn.Dropout(drop_rate)
+
+        drop_path_rates = torch.linspace(0, drop_path_rate,
+                                         self.num_layers).tolist()
+        self.blocks = nn.ModuleList(
+            TNTBlock(
+                inner_dims,
+                outer_dims,
+                num_words,
+                self.arch_settings['num_heads_inner'],
+                self.arch_settings['num_heads_outer'],
+                mlp_ratio=mlp_ratio,
+                qkv_bias=qkv_bias,
+                drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate,
+                drop_path_rate=rate,
+                norm_cfg=norm_cfg,
+                act_cfg=act_cfg,
+                layout=layout) for rate in drop_path_rates)
+        self.norm = build_norm_layer(
+            norm_cfg, outer_dims)[1] if final_norm else nn.Identity()
+
+        trunc_normal_(self.word_pos, std=.02)
+        trunc_normal_(self.cls_token, std=.02)
+        trunc_normal_(self.sentence_pos, std=.02)
+        self._register_load_state_dict_pre_hook(self._adapt_checkpoint)
+        self._freeze()
+
+    def _sentence_grid(self, height, width):
+        p = self.patch_size
+        if height < p or width < p or height % p or width % p:
+            raise ValueError(
+                f'TNT needs an input whose height and width are positive '
+                f'multiples of patch_size={p}, got {height}x{width}; pad or '
+                f'resize it (e.g. pad_size_divisor={p} in the data '
+                'preprocessor).')
+        return height // p, width // p
+
+    def frozen_parts(self):
+        parts = [
+            self.word_embed, self.word_pos, self.sentence_proj, self.cls_token,
+            self.sentence_pos, self.drop_after_pos
+        ]
+        parts += self.blocks[:self.frozen_stages]
+        if self.frozen_stages == self.num_layers:
+            parts.append(self.norm)
+        return parts
+
+    def _adapt_checkpoint(self, state_dict, prefix, *args, **kwargs):
+        """Check a checkpoint's layout and resize its position embedding.
+
+        Called by ``load_state_dict`` before loading.
+        """
+        if any(key.startswith(prefix) and key[len(prefix):].startswith(
+                ('outer_pos', 'patch_pos', 'pixel_pos', 'layers.0.'))
+               for key in state_dict):
+            raise ValueError(
+                'This checkpoint is in a foreign TNT layout (official, timm '
+                'or mmpretrain keys): convert it first with '
+                '`python tools/model_converters/tnt2mmtnt.py SRC DST`.')
+        norm_key = prefix + 'blocks.0.words_to_sentence.norm_in.weight'
+        if norm_key in state_dict:
+            legacy = state_dict[norm_key].numel() == self.word_pos.shape[-1]
+            ckpt_layout = 'legacy' if legacy else 'official'
+            if ckpt_layout != self.layout:
+                raise ValueError(
+                    f'The checkpoint holds TNT weights of '
+                    f"layout='{ckpt_layout}' but the model was built with "
+                    f"layout='{self.layout}': set "
+                    f"layout='{ckpt_layout}' in the backbone config.")
+        pos_key = prefix + 'sentence_pos'
+        if pos_key in state_dict:
+            pos = state_dict[pos_key]
+            if pos.shape[1] != self.sentence_pos.shape[1]:
+                side = int((pos.shape[1] - 1)**0.5)
+                if side * side != pos.shape[1] - 1:
+                    raise ValueError(
+                        f'Cannot resize a sentence position embedding of '
+                        f'{pos.shape[1] - 1} tokens: it is not a square '
+                        'grid.')
+                state_dict[pos_key] = resize_pos_embed(
+                    pos, (side, side), self.pos_grid, num_extra_tokens=1)
+
+    def _format_output(self, sentences, grid):
+        if self.out_type == 'cls_token':
+            return sentences[:, 0]
+        tokens = sentences[:, 1:]
+        if self.out_type == 'avg_featmap':
+            return tokens.mean(dim=1)
+        B, _, C = tokens.shape
+        return tokens.reshape(B, *grid, C).permute(0, 3, 1, 2).contiguous()
+
+    def _run_block(self, block, words, sentences):
+        if self.with_cp and self.training and sentences.requires_grad:
+            return cp.checkpoint(block, words, sentences, use_reentrant=False)
+        return block(words, sentences)
+
+    def forward(self, x):
+        B, _, H, W = x.shape
+        grid = self._sentence_grid(H, W)
+        words = self.word_embed(x) + self.word_pos
+        sentences = torch.cat([
+            self.cls_token.expand(B, -1, -1),
+            self.sentence_proj(words, B)
+        ],
+                              dim=1)
+        sentences = sentences + resize_pos_embed(
+            self.sentence_pos, self.pos_grid, grid, num_extra_tokens=1)
+        sentences = self.drop_after_pos(sentences)
+
+        outs = []
+        for i, block in enumerate(self.blocks):
+            words, sentences = self._run_block(block, words, sentences)
+            if i == self.num_layers - 1:
+                sentences = self.norm(sentences)
+            if i in self.out_indices:
+                outs.append(self._format_output(sentences, grid))
+        return tuple(outs)

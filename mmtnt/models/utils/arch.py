@@ -1,0 +1,69 @@
+def resolve_arch(arch, arch_zoo, essential_keys, model_name):
+    """Look up an architecture setting by name, or check a custom one.
+
+    Args:
+        arch (str | dict): A name from ``arch_zoo`` (any case) or a dict with
+            exactly the keys in ``essential_keys``.
+        arch_zoo (dict): Settings by name, aliases included.
+        essential_keys (set[str]): The keys a custom setting must have.
+        model_name (str): Used in error messages.
+
+    Returns:
+        dict: A copy of the setting.
+
+    Examples:
+        >>> zoo = {'s': dict(depth=2), 'small': dict(depth=2)}
+        >>> resolve_arch('Small', zoo, {'depth'}, 'Net')
+        {'depth': 2}
+    """
+    if isinstance(arch, str):
+        key = arch.lower()
+        if key not in arch_zoo:
+            raise ValueError(
+                f'Unknown {model_name} arch {arch!r}: choose one of '
+                f'{sorted(arch_zoo)} or pass a dict with the keys '
+                f'{sorted(essential_keys)}.')
+        return dict(arch_zoo[key])
+    if not isinstance(arch, dict):
+        raise TypeError(f'{model_name} arch must be a str or a dict, got '
+                        f'{type(arch).__name__}.')
+    missing = essential_keys - set(arch)
+    unknown = set(arch) - essential_keys
+    if missing or unknown:
+        raise ValueError(
+            f'A custom {model_name} arch needs exactly the keys '
+            f'{sorted(essential_keys)}; missing {sorted(missing)}, unknown '
+            f'{sorted(unknown)}.')
+    return dict(arch)
+
+
+def normalize_out_indices(out_indices, num_outputs, model_name):
+    """Turn ``out_indices`` (int or sequence, negative allowed) into a
+    sorted tuple of non-negative indices, checking each one.
+
+    Args:
+        out_indices (int | Sequence[int]): The indices asked for.
+        num_outputs (int): How many outputs (blocks or stages) exist.
+        model_name (str): Used in error messages.
+
+    Returns:
+        tuple[int]: The indices in ``range(num_outputs)``.
+
+    Examples:
+        >>> normalize_out_indices(-1, 12, 'TNT')
+        (11,)
+        >>> normalize_out_indices([0, -2], 4, 'SVT')
+        (0, 2)
+    """
+    if isinstance(out_indices, int):
+        out_indices = [out_indices]
+    result = set()
+    for index in out_indices:
+        if not isinstance(index, int) or not (-num_outputs <= index <
+                                              num_outputs):
+            raise ValueError(
+                f'Invalid out index {index!r} for {model_name}: it has '
+                f'{num_outputs} outputs, so indices must be integers in '
+                f'[{-num_outputs}, {num_outputs - 1}].')
+        result.add(index % num_outputs)
+    return tuple(sorted(result))

@@ -1,0 +1,43 @@
+import torch
+import torch.nn.functional as F
+
+
+def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
+                     mode='bicubic'):
+    """Resize a flattened grid of position embeddings to another grid.
+
+    Args:
+        pos_embed (Tensor): Embeddings of shape (1, E + H*W, C) where the
+            first ``E = num_extra_tokens`` rows (e.g. a class token's) are
+            kept as they are.
+        src_shape (tuple[int, int]): The grid (H, W) ``pos_embed`` holds.
+        dst_shape (tuple[int, int]): The grid to resize to.
+        num_extra_tokens (int): Rows before the grid. Defaults to 0.
+        mode (str): Interpolation mode. Defaults to ``'bicubic'``.
+
+    Returns:
+        Tensor: Embeddings of shape (1, E + dst_H*dst_W, C); ``pos_embed``
+        itself when the shapes already agree.
+
+    Examples:
+        >>> import torch
+        >>> pos = torch.rand(1, 1 + 14 * 14, 384)
+        >>> resize_pos_embed(pos, (14, 14), (20, 12), 1).shape
+        torch.Size([1, 241, 384])
+    """
+    src_shape, dst_shape = tuple(src_shape), tuple(dst_shape)
+    if src_shape == dst_shape:
+        return pos_embed
+    src_h, src_w = src_shape
+    if pos_embed.shape[1] != num_extra_tokens + src_h * src_w:
+        raise ValueError(
+            f'A position embedding of {pos_embed.shape[1]} tokens does not '
+            f'hold {num_extra_tokens} extra tokens and a {src_h}x{src_w} '
+            'grid.')
+    extra = pos_embed[:, :num_extra_tokens]
+    grid = pos_embed[:, num_extra_tokens:].reshape(1, src_h, src_w, -1)
+    grid = F.interpolate(
+        grid.permute(0, 3, 1, 2), size=dst_shape, mode=mode,
+        align_corners=False)
+    grid = grid.flatten(2).transpose(1, 2)
+    return torch.cat([extra, grid.to(pos_embed.dtype)], dim=1)

@@ -1,0 +1,158 @@
+"""The same random weights in timm's and mmpretrain's TNT, converted, give
+the same outputs in mmtnt (fp32, eval)."""
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+from equivalence import max_relative_error, randomize_
+from mmengine.runner import load_checkpoint
+
+from mmtnt.converters import convert_tnt, detect_tnt_format
+from mmtnt.models import TNT
+
+timm = pytest.importorskip('timm')
+REPO = Path(__file__).resolve().parents[2]
+TOLERANCE = 1e-5
+
+TIMM_VARIANTS = {
+    'tnt_s_patch16_224': dict(arch='s', layout='official'),
+    'tnt_b_patch16_224': dict(arch='b', layout='official'),
+    'tnt_s_legacy_patch16_224': dict(arch='s', layout='legacy'),
+}
+
+
+class Classifier(nn.Module):
+    """mmtnt TNT with a linear head, laid out like mmpretrain's
+    ImageClassifier (``backbone.``, ``head.fc.``)."""
+
+    def __init__(self, num_classes=1000, **backbone_cfg):
+        super().__init__()
+        self.backbone = TNT(**backbone_cfg)
+        self.head = nn.Module()
+        self.head.fc = nn.Linear(self.backbone.embed_dims, num_classes)
+
+    def forward(self, x):
+        return self.head.fc(self.backbone(x)[-1])
+
+
+def load_converted(checkpoint, **backbone_cfg):
+    model = Classifier(**backbone_cfg)
+    model.load_state_dict(checkpoint['state_dict'], strict=True)
+    return model.eval()
+
+
+def timm_model(name, seed=0):
+    return randomize_(timm.create_model(name, pretrained=False), seed).eval()
+
+
+def official_layout(timm_state_dict):
+    """Rewrite timm TNT weights in the official repository's key layout
+    (the inverse of timm's ``checkpoint_filter_fn``)."""
+    renames = [('patch_pos', 'outer_pos'), ('pixel_embed', 'patch_embed'),
+               ('norm1_proj', 'proj_norm1'), ('norm2_proj', 'proj_norm2'),
+               ('norm_mlp_in', 'inner_norm2'), ('norm_in', 'inner_norm1'),
+               ('attn_in', 'inner_attn'), ('mlp_in', 'inner_mlp'),
+               ('norm_out', 'outer_norm1'), ('attn_out', 'outer_attn'),
+               ('norm_mlp', 'outer_norm2'), ('.mlp.', '.outer_mlp.')]
+    official = {}
+    for key, value in timm_state_dict.items():
+        if key == 'pixel_pos':
+            official['inner_pos'] = value.flatten(2).transpose(1, 2)
+            continue
+        for old, new in renames:
+            key = key.replace(old, new)
+        official[key] = value
+    num_patches = official['outer_pos'].shape[1] - 1
+    official['outer_tokens'] = torch.zeros(1, num_patches,
+                                           official['outer_pos'].shape[-1])
+    return official
+
+
+@pytest.mark.parametrize('name', list(TIMM_VARIANTS))
+def test_timm_equivalence(name):
+    reference = timm_model(name)
+    checkpoint = convert_tnt(reference.state_dict())
+    assert checkpoint['meta']['source_format'] == 'timm'
+    assert checkpoint['meta']['layout'] == TIMM_VARIANTS[name]['layout']
+    assert checkpoint['meta']['arch'] == TIMM_VARIANTS[name]['arch']
+    model = load_converted(checkpoint, **TIMM_VARIANTS[name])
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        error = max_relative_error(model(x), reference(x))
+    assert error < TOLERANCE, f'{name}: relative error {error:.2e}'
+
+
+def test_official_layout_equivalence():
+    from timm.models.tnt import checkpoint_filter_fn
+    reference = timm_model('tnt_s_patch16_224', seed=3)
+    official = official_layout(reference.state_dict())
+    assert detect_tnt_format(official) == 'official'
+    # The rewritten dict is a faithful official checkpoint: timm's own
+    # filter maps it back onto timm's model exactly.
+    restored = checkpoint_filter_fn(dict(official), reference)
+    for key, value in reference.state_dict().items():
+        torch.testing.assert_close(restored[key], value, rtol=0, atol=0)
+
+    checkpoint = convert_tnt({'state_dict': official})
+    assert checkpoint['meta']['source_format'] == 'official'
+    model = load_converted(checkpoint, arch='s', layout='official')
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert max_relative_error(model(x), reference(x)) < TOLERANCE
+
+
+def test_mmpretrain_equivalence():
+    from mmpretrain.models import ImageClassifier
+    reference = ImageClassifier(
+        backbone=dict(type='TNT', arch='s'),
+        neck=None,
+        head=dict(
+            type='LinearClsHead', num_classes=1000, in_channels=384,
+            loss=dict(type='CrossEntropyLoss')))
+    randomize_(reference, seed=5).eval()
+    checkpoint = convert_tnt({'state_dict': reference.state_dict()})
+    assert checkpoint['meta']['source_format'] == 'mmpretrain'
+    assert checkpoint['meta']['layout'] == 'legacy'
+    model = load_converted(checkpoint, arch='s', layout='legacy')
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        expected = reference(x, mode='tensor')
+        error = max_relative_error(model(x), expected)
+    assert error < TOLERANCE, f'relative error {error:.2e}'
+
+
+def run_converter(*args):
+    return subprocess.run(
+        [sys.executable, 'tools/model_converters/tnt2mmtnt.py', *args],
+        cwd=REPO, capture_output=True, text=True)
+
+
+def test_converter_cli(tmp_path):
+    reference = timm_model('tnt_s_legacy_patch16_224', seed=7)
+    # Like the official releases: training arguments pickled beside weights.
+    src = tmp_path / 'tnt_s_legacy.pth.tar'
+    torch.save({'state_dict': reference.state_dict(),
+                'args': Namespace(lr=1e-3)}, src)
+    dst = tmp_path / 'converted.pth'
+
+    refused = run_converter(str(src), str(dst))
+    assert refused.returncode != 0
+    assert '--allow-pickle' in refused.stderr
+    assert not dst.exists()
+
+    done = run_converter(str(src), str(dst), '--allow-pickle')
+    assert done.returncode == 0, done.stderr
+    assert "layout='legacy'" in done.stdout
+
+    # The output loads safely (weights_only) and through mmengine.
+    saved = torch.load(dst, weights_only=True)
+    assert saved['meta']['layout'] == 'legacy'
+    model = Classifier(arch='s', layout='legacy').eval()
+    load_checkpoint(model, str(dst), strict=True)
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        assert max_relative_error(model(x), reference(x)) < TOLERANCE
