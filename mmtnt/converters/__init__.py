@@ -1,5 +1,6 @@
 from .common import extract_state_dict, load_checkpoint_file
 from .tnt import convert_tnt, detect_tnt_format, detect_tnt_layout
+from .twins import convert_twins, detect_twins_format  # noqa: F401
 
 __all__ = [
     'convert_tnt', 'detect_tnt_format', 'detect_tnt_layout',

@@ -1,3 +1,5 @@
 from .tnt import TNT
+from .twins import PCPVT, SVT
 
 __all__ = ['TNT']
+__all__ += ['PCPVT', 'SVT']

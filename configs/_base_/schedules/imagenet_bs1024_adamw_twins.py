@@ -1,0 +1,44 @@
+# The Twins (DeiT-style) schedule: AdamW, lr 5e-4 * batch / 512 = 1e-3 at
+# a total batch of 1024, weight decay 0.05, gradient clipping at norm 5,
+# 5 linear warm-up epochs from 1e-6, then cosine to 1e-5 at epoch 300.
+optim_wrapper = dict(
+    optimizer=dict(
+        type='AdamW', lr=1e-3, weight_decay=0.05, eps=1e-8,
+        betas=(0.9, 0.999)),
+    # As the official runs (timm's optimizer factory and the model's
+    # no_weight_decay): no weight decay on biases, norms and the position
+    # encodings (mmtnt's `stages.i.pos_conv`, a depth-wise convolution).
+    paramwise_cfg=dict(
+        norm_decay_mult=0.0,
+        bias_decay_mult=0.0,
+        custom_keys={'.pos_conv.': dict(decay_mult=0.0)}),
+    clip_grad=dict(max_norm=5.0),
+)
+
+param_scheduler = [
+    # linear warm-up, updated every iteration
+    dict(
+        type='LinearLR',
+        start_factor=1e-3,
+        by_epoch=True,
+        begin=0,
+        end=5,
+        convert_to_iter_based=True),
+    # cosine decay, updated every iteration
+    dict(
+        type='CosineAnnealingLR',
+        T_max=295,
+        eta_min=1e-5,
+        by_epoch=True,
+        begin=5,
+        end=300,
+        convert_to_iter_based=True),
+]
+
+train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=1)
+val_cfg = dict()
+test_cfg = dict()
+
+# The learning rate above is for 1024 images per iteration (8 GPUs x 128 or
+# 16 x 64); `--auto-scale-lr` rescales it to the batch actually used.
+auto_scale_lr = dict(base_batch_size=1024)

@@ -1,0 +1,12 @@
+# Twins-PCPVT-S on ImageNet-1k with the published Twins (DeiT-style)
+# recipe (arXiv 2104.13840): 300 epochs, AdamW lr 5e-4 * batch / 512 = 1e-3
+# at batch 1024 (8 GPUs x 128), wd 0.05 (none on norms, biases and position
+# encodings), cosine with 5 warm-up epochs, gradient clipping 5, label
+# smoothing 0.1, Mixup 0.8 / CutMix 1.0, RandAugment m9-mstd0.5, random
+# erasing 0.25, drop-path 0.2. Official top-1: 81.2, 24.1M parameters.
+_base_ = [
+    '../_base_/models/twins_pcpvt_s_224.py',
+    '../_base_/datasets/imagenet_bs128_twins_224.py',
+    '../_base_/schedules/imagenet_bs1024_adamw_twins.py',
+    '../_base_/default_runtime.py',
+]

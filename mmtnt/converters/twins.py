@@ -1,0 +1,245 @@
+"""Convert public Twins (PCPVT, SVT) checkpoints into mmtnt's layout.
+
+Four key layouts of Twins weights exist:
+
+- ``official``: Meituan-AutoML/Twins and timm's ``twins_*`` models (timm
+  kept the official names): ``patch_embeds.i.{proj,norm}``,
+  ``blocks.i.j.attn.{q,kv,sr,norm,proj}`` (GSA) or ``attn.{qkv,proj}``
+  (LSA), ``blocks.i.j.mlp.fc1/fc2``, ``pos_block.i.proj.0``, ``norm``,
+  ``head``;
+- ``mmpretrain``: the output of mmpretrain's ``twins2mmpretrain.py`` and
+  mmpretrain's ``PCPVT``/``SVT``: ``patch_embeds.i.projection``,
+  ``stages.i.j.ffn.layers.0.0/1``, ``position_encodings.i.proj``,
+  ``norm_after_stage{i}``, under ``backbone.``, and ``head.fc``;
+- ``mmseg``: the output of mmseg's ``twins2mmseg.py`` and mmseg's
+  ``PCPVT``/``SVT``: ``layers.i.j``, GSA as ``nn.MultiheadAttention``
+  (``attn.attn.in_proj_*`` holding q and kv, ``attn.attn.out_proj``),
+  ``position_encodings.i.proj``, per-stage ``norm_list.i``; the official
+  final ``norm`` may still be there (mmseg ignores it);
+- ``mmtnt``: ``stages.i.{patch_embed,blocks.j,pos_conv,norm}``.
+
+Conversion goes foreign layout -> official names (plus ``stage_norms.i``
+for norms after stages other than the last) -> mmtnt.
+"""
+import re
+
+import torch
+
+from .common import (extract_state_dict, rename_keys, split_classifier,
+                     to_mmengine_checkpoint)
+
+# Parts of an OpenMMLab detector or segmentor that are not the backbone.
+_NON_BACKBONE = ('neck.', 'decode_head.', 'auxiliary_head.', 'bbox_head.',
+                 'rpn_head.', 'roi_head.', 'mask_head.', 'data_preprocessor.')
+
+_MMPRETRAIN_TO_OFFICIAL = [
+    (r'^patch_embeds\.(\d+)\.projection\.', r'patch_embeds.\1.proj.'),
+    (r'^stages\.(\d+)\.(\d+)\.', r'blocks.\1.\2.'),
+    (r'\.ffn\.layers\.0\.0\.', '.mlp.fc1.'),
+    (r'\.ffn\.layers\.1\.', '.mlp.fc2.'),
+    (r'^position_encodings\.(\d+)\.proj\.', r'pos_block.\1.proj.0.'),
+    (r'^norm_after_stage(\d+)\.', r'stage_norms.\1.'),
+]
+
+_MMSEG_TO_OFFICIAL = [
+    (r'^patch_embeds\.(\d+)\.projection\.', r'patch_embeds.\1.proj.'),
+    (r'^layers\.(\d+)\.(\d+)\.', r'blocks.\1.\2.'),
+    (r'\.attn\.attn\.out_proj\.', '.attn.proj.'),
+    (r'\.ffn\.layers\.0\.0\.', '.mlp.fc1.'),
+    (r'\.ffn\.layers\.1\.', '.mlp.fc2.'),
+    (r'^position_encodings\.(\d+)\.proj\.', r'pos_block.\1.proj.0.'),
+    (r'^norm_list\.(\d+)\.', r'stage_norms.\1.'),
+]
+
+_OFFICIAL_TO_MMTNT = [
+    (r'^patch_embeds\.(\d+)\.', r'stages.\1.patch_embed.'),
+    (r'^blocks\.(\d+)\.(\d+)\.', r'stages.\1.blocks.\2.'),
+    (r'\.attn\.norm\.', '.attn.sr_norm.'),
+    (r'^pos_block\.(\d+)\.proj\.0\.', r'stages.\1.pos_conv.proj.'),
+    (r'^stage_norms\.(\d+)\.', r'stages.\1.norm.'),
+]
+
+_FORMATS = [
+    ('mmtnt', r'^stages\.\d+\.blocks\.\d+\.'),
+    ('mmpretrain', r'^stages\.\d+\.\d+\.'),
+    ('mmseg', r'^layers\.\d+\.\d+\.'),
+    ('official', r'^blocks\.\d+\.\d+\.'),
+]
+
+_MMTNT_KEY = re.compile(
+    r'^stages\.\d+\.('
+    r'patch_embed\.(proj|norm)'
+    r'|blocks\.\d+\.(norm1|norm2|mlp\.fc1|mlp\.fc2'
+    r'|attn\.(q|kv|qkv|sr|sr_norm|proj))'
+    r'|pos_conv\.proj|norm)\.(weight|bias)$')
+
+
+def detect_twins_format(state_dict):
+    """Tell which key layout a Twins state dict has.
+
+    Args:
+        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
+            prefix).
+
+    Returns:
+        str: ``'official'`` (also timm), ``'mmpretrain'``, ``'mmseg'`` or
+        ``'mmtnt'``.
+    """
+    for name, pattern in _FORMATS:
+        if any(re.match(pattern, key) for key in state_dict):
+            return name
+    raise ValueError(
+        'Not a Twins checkpoint: found no transformer blocks '
+        '("blocks.i.j." official/timm, "stages.i.j." mmpretrain, '
+        '"layers.i.j." mmseg or "stages.i.blocks.j." mmtnt).')
+
+
+def _num_stages(state_dict):
+    return 1 + max(
+        int(m.group(1)) for m in (
+            re.match(r'^patch_embeds\.(\d+)\.', k) for k in state_dict) if m)
+
+
+def _from_mmpretrain(state_dict):
+    return rename_keys(state_dict, _MMPRETRAIN_TO_OFFICIAL)
+
+
+def _from_mmseg(state_dict):
+    state_dict = rename_keys(state_dict, _MMSEG_TO_OFFICIAL)
+    official = {}
+    for key, value in state_dict.items():
+        match = re.match(r'^(.*\.attn)\.attn\.in_proj_(weight|bias)$', key)
+        if match:
+            # nn.MultiheadAttention stacks the q and kv projections.
+            prefix, kind = match.groups()
+            dims = value.shape[0] // 3
+            official[f'{prefix}.q.{kind}'] = value[:dims]
+            official[f'{prefix}.kv.{kind}'] = value[dims:]
+        else:
+            official[key] = value
+    last = _num_stages(official) - 1
+    if f'stage_norms.{last}.weight' in official:
+        # mmseg normalises each stage with norm_list and ignores the
+        # official final norm that twins2mmseg.py leaves in.
+        official.pop('norm.weight', None)
+        official.pop('norm.bias', None)
+    return official
+
+
+def _official_to_mmtnt(state_dict):
+    last = _num_stages(state_dict) - 1
+    state_dict = rename_keys(state_dict, [(r'^norm\.', f'stage_norms.{last}.')
+                                          ])
+    state_dict = rename_keys(state_dict, _OFFICIAL_TO_MMTNT)
+    fused = {}
+    for key, value in state_dict.items():
+        match = re.match(r'^(.*\.attn)\.(q|kv)\.(weight|bias)$', key)
+        if match and f'{match.group(1)}.sr.weight' not in state_dict:
+            # GSA without spatial reduction: mmtnt fuses q and kv.
+            prefix, _, kind = match.groups()
+            if match.group(2) == 'q':
+                fused[f'{prefix}.qkv.{kind}'] = torch.cat(
+                    [value, state_dict[f'{prefix}.kv.{kind}']])
+            continue
+        fused[key] = value
+    unknown = sorted(k for k in fused if not _MMTNT_KEY.match(k))
+    if unknown:
+        raise ValueError(f'Unexpected keys in a Twins checkpoint: {unknown}')
+    return fused
+
+
+def describe_twins(state_dict):
+    """Read the model, arch and stage norms from mmtnt-layout weights.
+
+    Args:
+        state_dict (dict[str, Tensor]): mmtnt Twins backbone weights.
+
+    Returns:
+        dict: ``model`` (``'PCPVT'`` or ``'SVT'``), ``arch`` (a name of the
+        model's ``arch_zoo`` when the sizes match one, else the sizes the
+        weights record; head counts are not recorded) and
+        ``norm_after_stage`` (list of bool).
+    """
+    from mmtnt.models.backbones.twins import PCPVT, SVT
+    num_stages = 1 + max(
+        int(k.split('.')[1]) for k in state_dict if k.startswith('stages.'))
+    depths, dims, mlp_ratios, sr_ratios = [], [], [], []
+    lsa = False
+    for i in range(num_stages):
+        prefix = f'stages.{i}.'
+        depths.append(1 + max(
+            int(k.split('.')[3]) for k in state_dict
+            if k.startswith(prefix + 'blocks.')))
+        dims.append(state_dict[prefix + 'patch_embed.proj.weight'].shape[0])
+        hidden = state_dict[prefix + 'blocks.0.mlp.fc1.weight'].shape[0]
+        mlp_ratios.append(hidden // dims[-1])
+        sr = next((v for k, v in state_dict.items()
+                   if k.startswith(prefix) and k.endswith('.attn.sr.weight')),
+                  None)
+        sr_ratios.append(1 if sr is None else sr.shape[-1])
+        # SVT's block 0 is LSA: a fused qkv in a stage that sub-samples
+        # (there PCPVT's block 0 has q and kv). Stages without sub-sampling
+        # cannot tell the two apart.
+        lsa = lsa or (sr is not None and
+                      prefix + 'blocks.0.attn.qkv.weight' in state_dict)
+    model = SVT if lsa else PCPVT
+    sizes = dict(
+        embed_dims=dims,
+        depths=depths,
+        mlp_ratios=mlp_ratios,
+        sr_ratios=sr_ratios)
+    arch = sizes
+    for name in ('s', 'b', 'l'):
+        zoo = model.arch_zoo[name]
+        if all(zoo[k] == v for k, v in sizes.items()):
+            arch = name
+            break
+    norms = [
+        f'stages.{i}.norm.weight' in state_dict for i in range(num_stages)
+    ]
+    return dict(model=model.__name__, arch=arch, norm_after_stage=norms)
+
+
+_CONVERTERS = {
+    'official': lambda sd: _official_to_mmtnt(dict(sd)),
+    'mmpretrain': lambda sd: _official_to_mmtnt(_from_mmpretrain(sd)),
+    'mmseg': lambda sd: _official_to_mmtnt(_from_mmseg(sd)),
+    'mmtnt': dict,
+}
+
+
+def convert_twins(checkpoint):
+    """Convert a Twins checkpoint of any public layout into mmtnt's layout.
+
+    Args:
+        checkpoint (dict): A loaded checkpoint: a bare state dict, or one
+            under ``state_dict``/``model``; backbone keys may carry a
+            ``backbone.`` prefix (the rest of an OpenMMLab detector or
+            segmentor is dropped) and the classifier may be ``head``
+            (official, timm) or ``head.fc`` (mmpretrain).
+
+    Returns:
+        dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
+        under ``backbone.`` and the classifier under ``head.fc.``; ``meta``
+        records the source format, the model (``PCPVT``/``SVT``), its arch
+        and which stages end with a norm (``norm_after_stage``).
+
+    Examples:
+        >>> import timm
+        >>> from mmtnt.converters import convert_twins
+        >>> model = timm.create_model('twins_svt_small')
+        >>> meta = convert_twins(model.state_dict())['meta']
+        >>> meta['source_format'], meta['model'], meta['arch']
+        ('official', 'SVT', 's')
+    """
+    state_dict = extract_state_dict(checkpoint)
+    if any(k.startswith('backbone.') for k in state_dict):
+        state_dict = {
+            k: v
+            for k, v in state_dict.items() if not k.startswith(_NON_BACKBONE)
+        }
+    backbone, head = split_classifier(state_dict)
+    source_format = detect_twins_format(backbone)
+    backbone = _CONVERTERS[source_format](backbone)
+    meta = dict(source_format=source_format, **describe_twins(backbone))
+    return to_mmengine_checkpoint(backbone, head, meta)

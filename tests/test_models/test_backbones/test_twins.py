@@ -1,0 +1,419 @@
+"""Contract tests of mmtnt.PCPVT and mmtnt.SVT over every arch."""
+import functools
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from mmengine.registry import MODELS as ROOT_MODELS
+
+from mmtnt.models import PCPVT, SVT
+from mmtnt.models.backbones.twins import (GlobalSubsampledAttention,
+                                          LocallyGroupedAttention)
+
+MODELS = {'PCPVT': PCPVT, 'SVT': SVT}
+ARCHS = [(name, arch) for name in MODELS for arch in ('s', 'b', 'l')]
+# Papers' parameter counts, with the 1000-class classifier.
+OFFICIAL_PARAMS = {
+    ('PCPVT', 's'): 24.1e6,
+    ('PCPVT', 'b'): 43.8e6,
+    ('PCPVT', 'l'): 60.9e6,
+    ('SVT', 's'): 24.0e6,
+    ('SVT', 'b'): 56.1e6,
+    ('SVT', 'l'): 99.3e6,
+}
+# Small custom archs for tests that do not depend on the size.
+TINY = dict(
+    embed_dims=[16, 32, 32, 64],
+    depths=[2, 1, 2, 1],
+    num_heads=[1, 2, 2, 4],
+    mlp_ratios=[2, 2, 2, 2],
+    sr_ratios=[4, 2, 2, 1])
+TINY_SVT = dict(TINY, depths=[2, 2, 3, 2], window_sizes=[3, 3, 3, 3])
+
+
+@functools.lru_cache(maxsize=None)
+def shared_model(name, arch):
+    """One model per arch, built once (the large ones are slow to build);
+    tests that use it restore what they change."""
+    return MODELS[name](
+        arch=arch, out_indices=(0, 1, 2, 3), out_type='featmap',
+        drop_path_rate=0.1)
+
+
+def count_params(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize('name,arch', ARCHS)
+def test_param_count_matches_paper(name, arch):
+    model = shared_model(name, arch)
+    total = count_params(model) + model.embed_dims[-1] * 1000 + 1000
+    expected = OFFICIAL_PARAMS[(name, arch)]
+    assert abs(total - expected) / expected < 0.005, total
+
+
+@pytest.mark.parametrize('name,arch', ARCHS)
+def test_featmaps_at_odd_size_and_backward(name, arch):
+    model = shared_model(name, arch).train()
+    model.zero_grad(set_to_none=True)
+    outs = model(torch.randn(1, 3, 33, 61))
+    # Strides 4, 8, 16, 32, rounding up (corner padding).
+    expected = [(1, c, math.ceil(33 / s), math.ceil(61 / s))
+                for c, s in zip(model.embed_dims, (4, 8, 16, 32))]
+    assert [tuple(o.shape) for o in outs] == expected
+    sum(o.mean() for o in outs).backward()
+    no_grad = [
+        n for n, p in model.named_parameters()
+        if p.requires_grad and p.grad is None
+    ]
+    assert not no_grad, f'parameters without gradient: {no_grad}'
+    model.zero_grad(set_to_none=True)
+    model.eval()
+
+
+@pytest.mark.parametrize('name', MODELS)
+@pytest.mark.parametrize('size', [(29, 29), (225, 319), (64, 37)])
+def test_odd_input_sizes(name, size):
+    model = shared_model(name, 's')
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, *size))
+    assert [o.shape[-2:] for o in outs] == [
+        torch.Size(hw) for hw in model.stage_shapes(*size)
+    ]
+    assert all(torch.isfinite(o).all() for o in outs)
+
+
+@pytest.mark.parametrize('cls', [PCPVT, SVT])
+def test_classification_output_is_pooled_final_norm(cls):
+    arch = TINY_SVT if cls is SVT else TINY
+    torch.manual_seed(0)
+    pooled = cls(arch=arch).eval()
+    dense = cls(arch=arch, out_indices=-1, out_type='featmap').eval()
+    dense.load_state_dict(pooled.state_dict())
+    x = torch.randn(2, 3, 64, 48)
+    with torch.no_grad():
+        (feat, ), (fmap, ) = pooled(x), dense(x)
+    assert feat.shape == (2, 64)
+    torch.testing.assert_close(feat, fmap.mean(dim=(2, 3)))
+    # The official model: only the last stage ends with a norm.
+    assert isinstance(pooled.stages[3].norm, torch.nn.LayerNorm)
+    assert not any(
+        isinstance(stage.norm, torch.nn.LayerNorm)
+        for stage in pooled.stages[:3])
+
+
+def test_out_indices_and_norm_after_stage():
+    model = SVT(arch=TINY_SVT, out_indices=(-1, 1), out_type='featmap',
+                norm_after_stage=True)
+    assert model.out_indices == (1, 3)
+    assert all(isinstance(s.norm, torch.nn.LayerNorm) for s in model.stages)
+    outs = model(torch.randn(1, 3, 64, 64))
+    assert [o.shape[1] for o in outs] == [32, 64]
+    model = PCPVT(arch=TINY, out_indices=0, norm_after_stage=False)
+    assert model(torch.randn(1, 3, 64, 64))[0].shape == (1, 16)
+    assert not any(n.startswith('stages.3.norm')
+                   for n, _ in model.named_parameters())
+
+
+def test_norm_eps_is_configurable():
+    model = PCPVT(arch=TINY)
+    eps = {n: m.eps for n, m in model.named_modules()
+           if isinstance(m, torch.nn.LayerNorm)}
+    # The official values.
+    assert eps['stages.0.blocks.0.norm1'] == 1e-6
+    assert eps['stages.3.norm'] == 1e-6
+    assert eps['stages.0.patch_embed.norm'] == 1e-5
+    assert eps['stages.0.blocks.0.attn.sr_norm'] == 1e-5
+    model = PCPVT(
+        arch=TINY,
+        norm_cfg=dict(type='LN', eps=1e-5),
+        patch_norm_cfg=dict(type='LN', eps=1e-4),
+        sr_norm_cfg=dict(type='LN', eps=1e-3))
+    eps = {n: m.eps for n, m in model.named_modules()
+           if isinstance(m, torch.nn.LayerNorm)}
+    assert eps['stages.1.blocks.0.norm2'] == 1e-5
+    assert eps['stages.3.norm'] == 1e-5
+    assert eps['stages.1.patch_embed.norm'] == 1e-4
+    assert eps['stages.1.blocks.0.attn.sr_norm'] == 1e-3
+
+
+def test_arch_aliases_and_registry():
+    assert PCPVT(arch='Small').arch_settings == PCPVT.arch_zoo['s']
+    model = ROOT_MODELS.build(dict(type='mmtnt.SVT', arch='base'))
+    assert isinstance(model, SVT) and model.embed_dims[-1] == 768
+    # SVT alternates LSA (even blocks) and GSA (odd blocks).
+    blocks = model.stages[2].blocks
+    assert isinstance(blocks[0].attn, LocallyGroupedAttention)
+    assert isinstance(blocks[1].attn, GlobalSubsampledAttention)
+    assert all(
+        isinstance(b.attn, GlobalSubsampledAttention)
+        for b in PCPVT(arch=TINY).stages[0].blocks)
+
+
+def test_custom_arch_with_other_stage_count():
+    arch = dict(
+        embed_dims=[16, 32, 64],
+        depths=[1, 2, 2],
+        num_heads=[1, 2, 4],
+        mlp_ratios=[4, 4, 4],
+        sr_ratios=[4, 2, 1],
+        window_sizes=[5, 5, 5])
+    model = SVT(arch=arch, out_indices=(0, 1, 2), out_type='featmap')
+    outs = model(torch.randn(1, 3, 50, 70))
+    assert [tuple(o.shape) for o in outs] == [(1, 16, 13, 18),
+                                              (1, 32, 7, 9), (1, 64, 4, 5)]
+
+
+def test_errors_say_what_is_allowed():
+    with pytest.raises(ValueError, match=r"Unknown PCPVT arch 'xl'.*'s'"):
+        PCPVT(arch='xl')
+    with pytest.raises(ValueError, match='exactly the keys.*window_sizes'):
+        SVT(arch=TINY)
+    with pytest.raises(ValueError, match='one value per stage'):
+        PCPVT(arch=dict(TINY, depths=[1, 1, 1]))
+    with pytest.raises(ValueError, match='divisible by num_heads'):
+        PCPVT(arch=dict(TINY, num_heads=[3, 2, 2, 4]))
+    with pytest.raises(ValueError, match=r'Invalid out index 4.*\[-4, 3\]'):
+        PCPVT(arch='s', out_indices=(0, 4))
+    with pytest.raises(ValueError, match='out_type'):
+        SVT(arch=TINY_SVT, out_type='cls_token')
+    with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 4\]'):
+        SVT(arch=TINY_SVT, frozen_stages=5)
+    with pytest.raises(ValueError, match='norm_after_stage needs 4'):
+        PCPVT(arch=TINY, norm_after_stage=[True])
+    model = PCPVT(arch='s')
+    assert model.min_input_size == 29
+    with pytest.raises(ValueError, match=r'28x64 pixels is too small.*'
+                       r'stage 0 gets a 7x16 map.*sr_ratio=8.*29x29'):
+        model(torch.randn(1, 3, 28, 64))
+    with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
+        model(torch.randn(3, 64, 64))
+
+
+@pytest.mark.parametrize('frozen_stages', [0, 2, 4])
+def test_frozen_stages(frozen_stages):
+    model = SVT(arch=TINY_SVT, frozen_stages=frozen_stages, drop_rate=0.5)
+    model.train()
+    if frozen_stages == 0:
+        frozen = ('stages.0.patch_embed.', )
+    else:
+        frozen = tuple(f'stages.{i}.' for i in range(frozen_stages))
+    for name, param in model.named_parameters():
+        assert param.requires_grad != name.startswith(frozen), name
+    for name, module in model.named_modules():
+        if f'{name}.'.startswith(frozen):
+            assert not module.training, name
+        elif name and not frozen[0].startswith(f'{name}.'):
+            assert module.training, name
+    out = model(torch.randn(1, 3, 64, 64))[0]
+    assert out.requires_grad == (frozen_stages < 4)
+
+
+def test_with_cp_gives_same_outputs_and_grads():
+    x = torch.randn(2, 3, 48, 48)
+    torch.manual_seed(0)
+    plain = SVT(arch=TINY_SVT, out_indices=(1, 3), out_type='featmap')
+    checkpointed = SVT(
+        arch=TINY_SVT, out_indices=(1, 3), out_type='featmap', with_cp=True)
+    checkpointed.load_state_dict(plain.state_dict())
+    outs_plain, outs_cp = plain(x), checkpointed(x)
+    for a, b in zip(outs_plain, outs_cp):
+        torch.testing.assert_close(a, b)
+    sum(o.sum() for o in outs_plain).backward()
+    sum(o.sum() for o in outs_cp).backward()
+    for (name, a), b in zip(plain.named_parameters(),
+                            checkpointed.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_drop_path_is_stochastic_in_training_only():
+    model = PCPVT(arch=TINY, drop_path_rate=0.5)
+    x = torch.randn(2, 3, 32, 32)
+    torch.manual_seed(0)
+    assert not torch.allclose(model(x)[0], model(x)[0])
+    model.eval()
+    torch.testing.assert_close(model(x)[0], model(x)[0])
+
+
+def test_init_weights_is_the_official_one():
+    model = PCPVT(arch=TINY)
+    model.init_weights()
+    peg = model.stages[0].pos_conv.proj
+    # normal(0, sqrt(2 / fan_out)) with fan_out = 3*3*C/groups = 9.
+    assert abs(peg.weight.std().item() - math.sqrt(2 / 9)) < 0.15
+    assert (peg.bias == 0).all()
+    fc1 = model.stages[3].blocks[0].mlp.fc1
+    assert abs(fc1.weight.std().item() - 0.02) < 0.003
+    assert (fc1.bias == 0).all()
+
+
+def test_foreign_checkpoint_is_refused():
+    model = PCPVT(arch=TINY)
+    foreign = {'patch_embeds.0.proj.weight': torch.zeros(16, 3, 4, 4)}
+    with pytest.raises(ValueError, match='twins2mmtnt.py'):
+        model.load_state_dict(foreign, strict=False)
+
+
+def window_reference(attn, x, hw_shape):
+    """LSA computed window by window on the real tokens only, with the
+    module's weights: what padding and masking must reproduce."""
+    H, W = hw_shape
+    ws, heads = attn.window_size, attn.num_heads
+    B, _, C = x.shape
+    grid = x.view(B, H, W, C)
+    out = torch.empty_like(grid)
+    for top in range(0, H, ws):
+        for left in range(0, W, ws):
+            window = grid[:, top:top + ws, left:left + ws]
+            h, w = window.shape[1:3]
+            tokens = window.reshape(B, h * w, C)
+            q, k, v = attn.qkv(tokens).view(B, h * w, 3, heads,
+                                            -1).permute(2, 0, 3, 1, 4)
+            weights = (q @ k.transpose(-2, -1) * q.shape[-1]**-0.5).softmax(-1)
+            res = (weights @ v).transpose(1, 2).reshape(B, h * w, C)
+            out[:, top:top + h, left:left + w] = attn.proj(res).view(
+                B, h, w, C)
+    return out.view(B, H * W, C)
+
+
+@pytest.mark.parametrize(
+    'hw_shape',
+    [
+        (8, 12),  # no padding
+        (8, 10),  # right only
+        (6, 12),  # bottom only
+        (7, 10),  # both
+        (3, 2),  # smaller than one window
+        (1, 9),
+    ])
+def test_lsa_padding_never_reaches_real_tokens(hw_shape):
+    torch.manual_seed(0)
+    attn = LocallyGroupedAttention(24, num_heads=3, window_size=4).eval()
+    x = torch.randn(2, hw_shape[0] * hw_shape[1], 24)
+    with torch.no_grad():
+        actual = attn(x, hw_shape)
+        expected = window_reference(attn, x, hw_shape)
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_lsa_padding_mask_layout():
+    mask = LocallyGroupedAttention.padding_mask((5, 3), 4)
+    # 2x1 windows of 4x4: the first has 4 real rows, the second 1, each
+    # with 3 real columns.
+    assert mask.shape == (2, 1, 1, 16)
+    first = mask[0, 0, 0].view(4, 4)
+    second = mask[1, 0, 0].view(4, 4)
+    assert first[:, :3].all() and not first[:, 3].any()
+    assert second[0, :3].all() and not second[1:].any()
+
+
+def test_gsa_at_odd_sizes_matches_direct_computation():
+    torch.manual_seed(0)
+    attn = GlobalSubsampledAttention(16, num_heads=2, sr_ratio=4).eval()
+    H, W = 11, 14
+    x = torch.randn(2, H * W, 16)
+    with torch.no_grad():
+        actual = attn(x, (H, W))
+        fmap = x.transpose(1, 2).reshape(2, 16, H, W)
+        # The reduction sees the top-left 8x12 pixels (floor, as a strided
+        # convolution).
+        reduced = F.conv2d(fmap[:, :, :8, :12], attn.sr.weight, attn.sr.bias,
+                           stride=4).flatten(2).transpose(1, 2)
+        kv = attn.kv(attn.sr_norm(reduced)).view(2, 6, 2, 2, 8)
+        k, v = kv.permute(2, 0, 3, 1, 4)
+        q = attn.q(x).view(2, H * W, 2, 8).transpose(1, 2)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(8)).softmax(-1)
+        expected = attn.proj((weights @ v).transpose(1, 2).reshape(
+            2, H * W, 16))
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+REPO = Path(__file__).resolve().parents[3]
+CONFIGS = sorted((REPO / 'configs' / 'twins').glob('*.py'))
+DROP_PATH = {'s': 0.2, 'b': 0.3, 'l': 0.5}
+
+
+class NamedLikeImageClassifier(torch.nn.Module):
+    """Parameters named as in mmpretrain's ImageClassifier with a
+    LinearClsHead (``backbone.``, ``head.fc.``)."""
+
+    def __init__(self, backbone, in_channels):
+        super().__init__()
+        self.backbone = backbone
+        self.head = torch.nn.Module()
+        self.head.fc = torch.nn.Linear(in_channels, 1000)
+
+
+def test_there_is_a_config_per_variant():
+    names = {p.name for p in CONFIGS}
+    for family in ('pcpvt', 'svt'):
+        for size, setup in (('small', '8xb128'), ('base', '8xb128'),
+                            ('large', '16xb64')):
+            assert f'twins-{family}-{size}_{setup}_in1k.py' in names
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_config_recipe_and_weight_decay_keys(path):
+    from mmengine.config import Config
+    from mmengine.optim import build_optim_wrapper
+    from mmtnt.registry import MODELS as MMTNT_MODELS
+    cfg = Config.fromfile(str(path))
+    family, size, gpus, batch = re.match(
+        r'twins-(pcpvt|svt)-(small|base|large)_(\d+)xb(\d+)_in1k$',
+        path.stem).groups()
+    backbone_cfg = cfg.model.backbone
+    assert backbone_cfg.type == f'mmtnt.{family.upper()}'
+    assert backbone_cfg.arch == size[0]
+    assert backbone_cfg.drop_path_rate == DROP_PATH[size[0]]
+    assert cfg.train_dataloader.batch_size == int(batch)
+    assert int(gpus) * int(batch) == cfg.auto_scale_lr.base_batch_size
+    # lr 5e-4 per 512 images.
+    assert cfg.optim_wrapper.optimizer.lr == pytest.approx(
+        5e-4 * cfg.auto_scale_lr.base_batch_size / 512)
+    assert cfg.optim_wrapper.clip_grad.max_norm == 5.0
+    assert cfg.train_cfg.max_epochs == 300
+    assert cfg.train_dataloader.dataset.data_root == 'data/imagenet'
+
+    with torch.device('meta'):
+        backbone = MMTNT_MODELS.build(backbone_cfg)
+        model = NamedLikeImageClassifier(backbone, cfg.model.head.in_channels)
+    assert backbone.embed_dims[-1] == cfg.model.head.in_channels
+    names = [n for n, _ in model.named_parameters()]
+    for key in cfg.optim_wrapper.paramwise_cfg.get('custom_keys', {}):
+        assert any(key in n for n in names), f'{key!r} matches nothing'
+    # No decay on biases, norms and position encodings, as timm's optimizer
+    # factory with the official no_weight_decay() (pos_block.*).
+    norm_params = {
+        f'{m_name}.{p_name}'
+        for m_name, m in model.named_modules()
+        if isinstance(m, torch.nn.LayerNorm)
+        for p_name, _ in m.named_parameters(recurse=False)
+    }
+    expected = {
+        n for n in names
+        if n.endswith('.bias') or n in norm_params or '.pos_conv.' in n
+    }
+    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    no_decay = {
+        by_id[id(p)]
+        for group in wrapper.optimizer.param_groups for p in group['params']
+        if group['weight_decay'] == 0
+    }
+    assert no_decay == expected
+    assert any('.pos_conv.proj.weight' in n for n in no_decay)
+
+
+def test_config_builds_an_mmpretrain_classifier():
+    pytest.importorskip('mmpretrain')
+    from mmengine.config import Config
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+    cfg = Config.fromfile(
+        str(REPO / 'configs/twins/twins-svt-small_8xb128_in1k.py'))
+    classifier = PRETRAIN_MODELS.build(cfg.model).eval()
+    with torch.no_grad():
+        logits = classifier(torch.randn(1, 3, 64, 64), mode='tensor')
+    assert logits.shape == (1, 1000)
