@@ -1,0 +1,51 @@
+"""Mixed-precision training on the CPU."""
+import torch
+from mmengine.optim import AmpOptimWrapper, OptimWrapper
+from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
+from mmengine.registry import Registry
+
+OPTIM_WRAPPERS = Registry(
+    'optim_wrapper',
+    parent=MMENGINE_OPTIM_WRAPPERS,
+    locations=['mmtnt.engine'])
+
+
+@OPTIM_WRAPPERS.register_module()
+class CPUAmpOptimWrapper(AmpOptimWrapper):
+    """:class:`AmpOptimWrapper` for the CPU: bfloat16 autocast, no scaling.
+
+    mmengine's ``AmpOptimWrapper`` refuses to start without an accelerator.
+    On the CPU autocast supports bfloat16 only, whose exponent range is that
+    of float32, so gradients need no loss scaling: the wrapper keeps a
+    disabled gradient scaler (a pass-through for ``backward``, ``step`` and
+    the state dict) and runs the forward pass under
+    ``autocast(dtype=torch.bfloat16)``.
+
+    Args:
+        dtype (str | torch.dtype): Autocast data type; only bfloat16 is
+            supported. Defaults to ``'bfloat16'``.
+        **kwargs: Passed to :class:`OptimWrapper` (``optimizer``,
+            ``accumulative_counts``, ``clip_grad``).
+
+    Examples:
+        >>> import torch
+        >>> from mmtnt.engine import CPUAmpOptimWrapper
+        >>> model = torch.nn.Linear(4, 2)
+        >>> wrapper = CPUAmpOptimWrapper(
+        ...     optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+        >>> with wrapper.optim_context(model):
+        ...     print(model(torch.rand(3, 4)).dtype)
+        torch.bfloat16
+    """
+
+    def __init__(self, dtype='bfloat16', **kwargs):
+        # AmpOptimWrapper.__init__ asserts an accelerator: skip it.
+        OptimWrapper.__init__(self, **kwargs)
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype, None)
+        if dtype != torch.bfloat16:
+            raise ValueError('CPU autocast supports bfloat16 only, got '
+                             f'dtype={dtype}.')
+        self.cast_dtype = dtype
+        self._scale_update_param = None
+        self.loss_scaler = torch.amp.GradScaler('cpu', enabled=False)

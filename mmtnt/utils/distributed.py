@@ -1,0 +1,111 @@
+"""Distributed runs on machines without CUDA.
+
+mmengine 0.10.7 assumes CUDA in two places of a distributed run: its
+``pytorch`` and ``slurm`` launchers call ``torch.cuda.set_device`` before
+``init_process_group``, and its runner wraps the model in
+``MMDistributedDataParallel(device_ids=[LOCAL_RANK])``, which DDP rejects for
+a module on the CPU. :func:`setup_cpu_distributed` handles both before the
+runner is built: it creates the (gloo) process group itself, which the runner
+then uses instead of initialising its own, and gives the config a
+``model_wrapper_cfg`` whose DDP gets ``device_ids=None``. Where CUDA is
+available it does nothing, so GPU runs go through mmengine unchanged.
+"""
+import datetime
+import os
+import subprocess
+
+import torch
+import torch.distributed as torch_dist
+from mmengine.config import ConfigDict
+from mmengine.registry import MODEL_WRAPPERS
+from torch.nn.parallel import DistributedDataParallel
+
+
+def _export_slurm_env(default_port=29500):
+    """Translate slurm's variables into those of ``env://`` initialisation.
+
+    Mirrors mmengine's slurm launcher: rank and world size come from
+    ``SLURM_PROCID``/``SLURM_NTASKS``, the master is the first host of
+    ``SLURM_NODELIST`` unless ``MASTER_ADDR`` is set, the port is
+    ``MASTER_PORT`` or ``default_port``.
+
+    Args:
+        default_port (int): Port used when ``MASTER_PORT`` is not set.
+            Defaults to 29500 (PyTorch's default).
+    """
+    os.environ.setdefault('MASTER_PORT', str(default_port))
+    if 'MASTER_ADDR' not in os.environ:
+        node_list = os.environ['SLURM_NODELIST']
+        os.environ['MASTER_ADDR'] = subprocess.getoutput(
+            f'scontrol show hostname {node_list} | head -n1')
+    os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
+    os.environ['RANK'] = os.environ['SLURM_PROCID']
+    os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', '0')
+
+
+def init_cpu_process_group(launcher, timeout=None):
+    """Create the default process group with the gloo backend.
+
+    Args:
+        launcher (str): ``'pytorch'`` (torchrun has set ``RANK``,
+            ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``) or
+            ``'slurm'``.
+        timeout (int | float, optional): Timeout of collective operations in
+            seconds, as ``env_cfg.dist_cfg.timeout``. Defaults to None
+            (PyTorch's default).
+    """
+    if launcher not in ('pytorch', 'slurm'):
+        raise ValueError(f'Unsupported launcher {launcher!r} for a CPU run: '
+                         "choose 'pytorch' or 'slurm'.")
+    if launcher == 'slurm':
+        _export_slurm_env()
+    kwargs = {}
+    if timeout is not None:
+        kwargs['timeout'] = datetime.timedelta(seconds=timeout)
+    torch_dist.init_process_group(backend='gloo', **kwargs)
+
+
+def cpu_model_wrapper_cfg(cfg):
+    """Return ``cfg.model_wrapper_cfg`` made fit for a module on the CPU.
+
+    Without a ``model_wrapper_cfg`` the runner builds
+    ``MMDistributedDataParallel(broadcast_buffers=False,
+    find_unused_parameters=cfg.find_unused_parameters)``; the same is
+    returned here. A DDP-based wrapper gets ``device_ids=None``, which stops
+    the runner from adding ``device_ids=[LOCAL_RANK]``.
+
+    Args:
+        cfg (Config): The full config.
+
+    Returns:
+        ConfigDict: The wrapper config to set as ``cfg.model_wrapper_cfg``.
+    """
+    wrapper_cfg = cfg.get('model_wrapper_cfg') or ConfigDict(
+        broadcast_buffers=False,
+        find_unused_parameters=cfg.get('find_unused_parameters', False))
+    wrapper_cfg.setdefault('type', 'MMDistributedDataParallel')
+    wrapper_type = wrapper_cfg.type
+    if isinstance(wrapper_type, str):
+        wrapper_type = MODEL_WRAPPERS.get(wrapper_type)
+    if issubclass(wrapper_type, DistributedDataParallel):
+        wrapper_cfg.device_ids = None
+    return wrapper_cfg
+
+
+def setup_cpu_distributed(cfg):
+    """Prepare a distributed run on a machine without CUDA.
+
+    Does nothing for ``cfg.launcher == 'none'`` or when CUDA is available.
+    Otherwise initialises a gloo process group (the runner then skips its own
+    initialisation) and sets ``cfg.model_wrapper_cfg`` by
+    :func:`cpu_model_wrapper_cfg`.
+
+    Args:
+        cfg (Config): The full config, with ``launcher`` set; changed in
+            place.
+    """
+    if cfg.launcher == 'none' or torch.cuda.is_available():
+        return
+    dist_cfg = cfg.get('env_cfg', {}).get('dist_cfg', {})
+    init_cpu_process_group(cfg.launcher, dist_cfg.get('timeout'))
+    cfg.model_wrapper_cfg = cpu_model_wrapper_cfg(cfg)

@@ -1,0 +1,318 @@
+"""In-process tests of mmtnt.utils, mmtnt.engine and the tools' merge_args."""
+import importlib.util
+import io
+import os
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as torch_dist
+from mmengine.config import Config
+from mmengine.logging import HistoryBuffer
+from tool_utils import BASE_CONFIG, TOOLS, free_port
+
+from mmtnt.engine import CPUAmpOptimWrapper
+from mmtnt.utils import (check_data_paths, cpu_model_wrapper_cfg,
+                         init_cpu_process_group,
+                         register_checkpoint_safe_globals,
+                         setup_cpu_distributed)
+
+
+def load_tool(name):
+    """Import ``tools/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train_tool = load_tool('train')
+test_tool = load_tool('test')
+
+
+def parse(tool, monkeypatch, *argv):
+    """Parse ``argv`` with ``tool.parse_args``."""
+    monkeypatch.setattr('sys.argv', [f'{tool.__name__}.py', *map(str, argv)])
+    return tool.parse_args()
+
+
+# ---------------------------------------------------------------- checkpoint
+def test_history_buffer_and_numpy_load_with_weights_only():
+    buffer = HistoryBuffer()
+    buffer.update(1.5)
+    buffer.update(2.5)
+    checkpoint = dict(
+        meta=dict(seed=np.int64(3), score=np.float64(0.5)),
+        message_hub=dict(loss=buffer, hist=np.arange(4, dtype=np.float32)))
+    file = io.BytesIO()
+    torch.save(checkpoint, file)
+    register_checkpoint_safe_globals()
+    file.seek(0)
+    loaded = torch.load(file)
+    assert loaded['meta']['seed'] == 3
+    assert loaded['meta']['score'] == 0.5
+    assert loaded['message_hub']['loss'].mean() == 2.0
+    assert loaded['message_hub']['hist'].dtype == np.float32
+
+
+class GetattrOf:
+    """Pickles as ``getattr(owner, name)``, as a malicious file could."""
+
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return getattr, (self.owner, self.name)
+
+
+@pytest.mark.parametrize('owner, name', [(HistoryBuffer, '__init__'),
+                                         (HistoryBuffer, 'update'),
+                                         (np.ndarray, 'tofile')])
+def test_getattr_stays_forbidden(owner, name):
+    register_checkpoint_safe_globals()
+    file = io.BytesIO()
+    torch.save(dict(x=GetattrOf(owner, name)), file)
+    file.seek(0)
+    with pytest.raises(Exception, match='Refusing getattr'):
+        torch.load(file)
+
+
+def test_object_arrays_stay_forbidden():
+    register_checkpoint_safe_globals()
+    file = io.BytesIO()
+    torch.save(dict(x=np.array([{'a': 1}], dtype=object)), file)
+    file.seek(0)
+    with pytest.raises(Exception, match='Weights only load failed'):
+        torch.load(file)
+
+
+# ---------------------------------------------------------------- data check
+def dataset_cfg(tmp_path, **kwargs):
+    """A config whose train dataset is ``kwargs``."""
+    return Config(dict(train_dataloader=dict(dataset=kwargs)))
+
+
+def test_check_data_paths_walks_wrappers(tmp_path):
+    (tmp_path / 'a' / 'img').mkdir(parents=True)
+    (tmp_path / 'a' / 'ann.json').write_text('{}')
+    good = dict(
+        type='CocoDataset',
+        data_root=str(tmp_path / 'a'),
+        ann_file='ann.json',
+        data_prefix=dict(img='img'))
+    bad = dict(good, data_prefix=dict(img='img', seg='masks'))
+    cfg = dataset_cfg(
+        tmp_path,
+        type='RepeatDataset',
+        times=2,
+        dataset=dict(type='ConcatDataset', datasets=[good, bad]))
+    with pytest.raises(FileNotFoundError) as error:
+        check_data_paths(cfg, ['train_dataloader'])
+    message = str(error.value)
+    assert str(tmp_path / 'a' / 'masks') in message
+    assert ('train_dataloader.dataset.dataset.datasets[1].data_prefix.seg'
+            in message)
+    assert 'docs/datasets.md' in message
+    cfg.train_dataloader.dataset.dataset.datasets = [good]
+    check_data_paths(cfg, ['train_dataloader', 'val_dataloader'])
+
+
+@pytest.mark.parametrize('dataset', [
+    dict(data_root='s3://bucket/imagenet', data_prefix='train'),
+    dict(data_root='data/missing', download=True),
+    dict(data_root='', ann_file=''),
+])
+def test_check_data_paths_skips_what_it_cannot_check(tmp_path, dataset):
+    check_data_paths(dataset_cfg(tmp_path, **dataset), ['train_dataloader'])
+
+
+def test_check_data_paths_names_missing_split(tmp_path):
+    (tmp_path / 'train' / 'class_a').mkdir(parents=True)
+    cfg = Config.fromfile(BASE_CONFIG)
+    for name in ('train', 'val', 'test'):
+        cfg[f'{name}_dataloader'].dataset.data_root = str(tmp_path)
+    check_data_paths(cfg, ['train_dataloader'])
+    with pytest.raises(FileNotFoundError) as error:
+        check_data_paths(cfg, ['train_dataloader', 'val_dataloader'])
+    assert f'"{tmp_path}/val"' in str(error.value)
+    assert 'val_dataloader.dataset.data_prefix' in str(error.value)
+
+
+def test_check_data_paths_absolute_ann_file(tmp_path):
+    cfg = dataset_cfg(
+        tmp_path, data_root=str(tmp_path), ann_file='/no/such/ann.txt')
+    with pytest.raises(FileNotFoundError, match='/no/such/ann.txt'):
+        check_data_paths(cfg, ['train_dataloader'])
+
+
+# ---------------------------------------------------------------- distributed
+def test_cpu_wrapper_cfg_drops_device_ids():
+    cfg = Config(dict(find_unused_parameters=True))
+    wrapper = cpu_model_wrapper_cfg(cfg)
+    assert wrapper == dict(
+        type='MMDistributedDataParallel',
+        broadcast_buffers=False,
+        find_unused_parameters=True,
+        device_ids=None)
+    cfg = Config(
+        dict(model_wrapper_cfg=dict(type='MMSeparateDistributedDataParallel')))
+    assert cpu_model_wrapper_cfg(cfg).device_ids is None
+    cfg = Config(
+        dict(model_wrapper_cfg=dict(type='MMFullyShardedDataParallel')))
+    assert 'device_ids' not in cpu_model_wrapper_cfg(cfg)
+
+
+def test_setup_cpu_distributed_leaves_single_runs_alone():
+    cfg = Config(dict(launcher='none'))
+    setup_cpu_distributed(cfg)
+    assert not torch_dist.is_initialized()
+    assert 'model_wrapper_cfg' not in cfg
+
+
+def test_slurm_launcher_on_cpu(monkeypatch):
+    for key in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_PORT'):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv('SLURM_PROCID', '0')
+    monkeypatch.setenv('SLURM_NTASKS', '1')
+    monkeypatch.setenv('SLURM_NODELIST', 'node1')
+    monkeypatch.setenv('MASTER_ADDR', '127.0.0.1')
+    monkeypatch.setenv('MASTER_PORT', str(free_port()))
+    init_cpu_process_group('slurm', timeout=60)
+    try:
+        assert torch_dist.get_backend() == 'gloo'
+        assert torch_dist.get_world_size() == 1
+        assert os.environ['LOCAL_RANK'] == '0'
+    finally:
+        torch_dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------- CPU AMP
+def test_cpu_amp_optim_wrapper_autocasts_to_bfloat16():
+    model = torch.nn.Linear(4, 2)
+    wrapper = CPUAmpOptimWrapper(
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    before = model.weight.detach().clone()
+    with wrapper.optim_context(model):
+        out = model(torch.rand(3, 4))
+    assert out.dtype == torch.bfloat16
+    wrapper.update_params(out.float().sum())
+    assert not torch.equal(before, model.weight)
+    assert 'loss_scaler' in wrapper.state_dict()
+
+
+def test_cpu_amp_optim_wrapper_refuses_float16():
+    model = torch.nn.Linear(4, 2)
+    with pytest.raises(ValueError, match='bfloat16 only'):
+        CPUAmpOptimWrapper(
+            dtype='float16',
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+# ---------------------------------------------------------------- train.py
+def train_cfg(monkeypatch, *argv):
+    """merge_args of tools/train.py on the tiny config."""
+    args = parse(train_tool, monkeypatch, BASE_CONFIG, *argv)
+    return train_tool.merge_args(Config.fromfile(BASE_CONFIG), args)
+
+
+@pytest.mark.parametrize('flag', ['--local-rank', '--local_rank'])
+def test_train_accepts_both_local_rank_spellings(flag, monkeypatch):
+    monkeypatch.delenv('LOCAL_RANK', raising=False)
+    args = parse(train_tool, monkeypatch, BASE_CONFIG, flag, 1)
+    assert args.local_rank == 1
+    assert os.environ['LOCAL_RANK'] == '1'
+
+
+def test_train_amp_uses_bfloat16_on_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    args = parse(train_tool, monkeypatch, BASE_CONFIG, '--amp')
+    cfg = Config.fromfile(BASE_CONFIG)
+    cfg.optim_wrapper.loss_scale = 512.
+    cfg = train_tool.merge_args(cfg, args)
+    assert cfg.optim_wrapper.type == 'mmtnt.CPUAmpOptimWrapper'
+    assert cfg.optim_wrapper.dtype == 'bfloat16'
+    assert 'loss_scale' not in cfg.optim_wrapper
+
+
+def test_train_amp_keeps_float16_on_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    cfg = train_cfg(monkeypatch, '--amp')
+    assert cfg.optim_wrapper.type == 'AmpOptimWrapper'
+    assert cfg.optim_wrapper.loss_scale == 'dynamic'
+    assert 'dtype' not in cfg.optim_wrapper
+
+
+def test_train_merge_args(monkeypatch, tmp_path):
+    cfg = train_cfg(monkeypatch)
+    assert cfg.work_dir == './work_dirs/tnt_tiny_cls'
+    assert cfg.launcher == 'none' and not cfg.resume
+    assert not cfg.auto_scale_lr.get('enable', False)
+    cfg = train_cfg(monkeypatch, '--resume', '--work-dir', tmp_path,
+                    '--launcher', 'pytorch', '--auto-scale-lr')
+    assert cfg.resume and cfg.load_from is None
+    assert cfg.work_dir == str(tmp_path) and cfg.launcher == 'pytorch'
+    assert cfg.auto_scale_lr.enable
+    cfg = train_cfg(monkeypatch, '--resume', 'ckpt.pth', '--cfg-options',
+                    'train_cfg.max_epochs=7')
+    assert cfg.resume and cfg.load_from == 'ckpt.pth'
+    assert cfg.train_cfg.max_epochs == 7
+
+
+def test_train_auto_scale_lr_needs_base_batch_size(monkeypatch):
+    args = parse(train_tool, monkeypatch, BASE_CONFIG, '--auto-scale-lr')
+    cfg = Config.fromfile(BASE_CONFIG)
+    cfg.auto_scale_lr = dict(enable=False)
+    with pytest.raises(ValueError, match='base_batch_size'):
+        train_tool.merge_args(cfg, args)
+
+
+# ---------------------------------------------------------------- test.py
+def merged_test_cfg(monkeypatch, scope, *argv, **extra):
+    """merge_args of tools/test.py on the tiny config, in ``scope``."""
+    args = parse(test_tool, monkeypatch, BASE_CONFIG, 'ckpt.pth', *argv)
+    cfg = Config.fromfile(BASE_CONFIG)
+    cfg.default_scope = scope
+    cfg.merge_from_dict(extra)
+    return test_tool.merge_args(cfg, args)
+
+
+def test_test_merge_args_show_dir_per_task(monkeypatch):
+    cfg = merged_test_cfg(monkeypatch, 'mmpretrain', '--show-dir', 'vis')
+    assert cfg.load_from == 'ckpt.pth'
+    hook = cfg.default_hooks.visualization
+    assert hook.enable and hook.interval == 1
+    assert hook.out_dir == osp.join(os.getcwd(), 'vis')
+    cfg = merged_test_cfg(monkeypatch, 'mmdet', '--show-dir', 'vis')
+    assert cfg.default_hooks.visualization.draw
+    assert cfg.default_hooks.visualization.test_out_dir == osp.abspath('vis')
+    cfg = merged_test_cfg(monkeypatch, 'mmseg', '--show-dir', 'vis')
+    assert cfg.default_hooks.visualization.draw
+    assert cfg.visualizer.save_dir == osp.abspath('vis')
+
+
+def test_test_merge_args_tta(monkeypatch):
+    cfg = merged_test_cfg(monkeypatch, 'mmpretrain', '--tta')
+    assert cfg.model.type == 'mmpretrain.AverageClsScoreTTA'
+    assert cfg.model.module.type == 'ImageClassifier'
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    assert pipeline[-1].type == 'TestTimeAug'
+    assert pipeline[-1].transforms[1] == [dict(type='PackInputs')]
+    cfg = merged_test_cfg(monkeypatch, 'mmdet', '--tta')
+    assert cfg.model.type == 'mmdet.DetTTAModel'
+    with pytest.raises(ValueError, match='tta_model'):
+        merged_test_cfg(monkeypatch, 'mmseg', '--tta')
+    tta_pipeline = [dict(type='LoadImageFromFile'), dict(type='Mine')]
+    cfg = merged_test_cfg(
+        monkeypatch,
+        'mmseg',
+        '--tta',
+        tta_model=dict(type='SegTTAModel'),
+        tta_pipeline=tta_pipeline)
+    assert cfg.model.type == 'SegTTAModel'
+    assert cfg.test_dataloader.dataset.pipeline == tta_pipeline
+
+
+def test_test_rejects_unknown_scope(monkeypatch):
+    with pytest.raises(ValueError, match='default_scope'):
+        merged_test_cfg(monkeypatch, 'mmengine', '--show-dir', 'vis')

@@ -1,0 +1,148 @@
+"""Train a classifier, detector or segmentor with an mmtnt backbone.
+
+The config's ``default_scope`` (``mmpretrain``, ``mmdet`` or ``mmseg``)
+decides the task: mmengine's registries import the matching library on
+their own when the runner builds the modules.
+
+Examples::
+
+    python tools/train.py configs/demo/tnt-demo_1xb128_fashion-mnist.py
+    python tools/train.py CONFIG --resume            # latest in work_dir
+    python tools/train.py CONFIG --amp --cfg-options train_cfg.max_epochs=1
+    bash tools/dist_train.sh CONFIG 2                # 2 processes
+"""
+import argparse
+import os
+import os.path as osp
+
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from mmtnt.engine import CPUAmpOptimWrapper
+from mmtnt.utils import (check_data_paths, register_checkpoint_safe_globals,
+                         setup_cpu_distributed)
+
+
+def parse_args():
+    """Parse the command line; ``LOCAL_RANK`` is exported if unset."""
+    parser = argparse.ArgumentParser(description='Train a model')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
+        help='resume from the given checkpoint, or, without a value, from '
+        'the latest checkpoint in the work directory')
+    parser.add_argument(
+        '--amp',
+        action='store_true',
+        help='automatic mixed precision: float16 with dynamic loss scaling '
+        'on CUDA, bfloat16 on the CPU')
+    parser.add_argument(
+        '--auto-scale-lr',
+        action='store_true',
+        help='scale the learning rate by the actual total batch size over '
+        '`auto_scale_lr.base_batch_size` of the config')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config, as key=value pairs; '
+        'e.g. train_cfg.max_epochs=1 optim_wrapper.optimizer.lr=0.01')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm'],
+        default='none',
+        help='job launcher')
+    # torch.distributed.launch passes `--local-rank` from PyTorch 2.0 on,
+    # `--local_rank` before.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def enable_amp(cfg):
+    """Switch ``cfg.optim_wrapper`` to automatic mixed precision.
+
+    On CUDA this is mmengine's ``AmpOptimWrapper`` (float16, dynamic loss
+    scaling); on the CPU, where autocast supports bfloat16 only and
+    ``AmpOptimWrapper`` does not run, :class:`CPUAmpOptimWrapper`.
+
+    Args:
+        cfg (Config): The full config; changed in place.
+    """
+    if torch.cuda.is_available():
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        cfg.optim_wrapper.type = f'mmtnt.{CPUAmpOptimWrapper.__name__}'
+        cfg.optim_wrapper.pop('loss_scale', None)
+        cfg.optim_wrapper.dtype = 'bfloat16'
+
+
+def merge_args(cfg, args):
+    """Merge the command-line arguments into the config.
+
+    Args:
+        cfg (Config): The config read from ``args.config``.
+        args (argparse.Namespace): The parsed arguments.
+
+    Returns:
+        Config: The updated config.
+    """
+    cfg.launcher = args.launcher
+
+    # work_dir: command line > config > ./work_dirs/<config name>
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+
+    if args.amp:
+        enable_amp(cfg)
+
+    # `--resume` alone finds the latest checkpoint in work_dir.
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+
+    if args.auto_scale_lr:
+        if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
+            raise ValueError('--auto-scale-lr needs `auto_scale_lr = dict('
+                             'base_batch_size=...)` in the config.')
+        cfg.auto_scale_lr.enable = True
+
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    return cfg
+
+
+def main():
+    args = parse_args()
+    cfg = merge_args(Config.fromfile(args.config), args)
+    try:
+        check_data_paths(cfg, ('train_dataloader', 'val_dataloader'))
+    except FileNotFoundError as error:
+        raise SystemExit(f'Error: {error}')
+
+    setup_cpu_distributed(cfg)
+    register_checkpoint_safe_globals()
+    if 'runner_type' in cfg:
+        runner = RUNNERS.build(cfg)
+    else:
+        runner = Runner.from_cfg(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
