@@ -8,7 +8,12 @@ below import the modules that register themselves, so no import by hand
 """
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
 from mmengine.registry import Registry
 
 MODELS = Registry('model', parent=MMENGINE_MODELS, locations=['mmtnt.models'])
 HOOKS = Registry('hook', parent=MMENGINE_HOOKS, locations=['mmtnt.engine'])
+OPTIM_WRAPPERS = Registry(
+    'optim_wrapper',
+    parent=MMENGINE_OPTIM_WRAPPERS,
+    locations=['mmtnt.engine'])

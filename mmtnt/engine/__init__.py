@@ -1,3 +1,3 @@
-from .optim_wrapper import OPTIM_WRAPPERS, CPUAmpOptimWrapper
+from .optim_wrapper import CPUAmpOptimWrapper
 
-__all__ = ['OPTIM_WRAPPERS', 'CPUAmpOptimWrapper']
+__all__ = ['CPUAmpOptimWrapper']

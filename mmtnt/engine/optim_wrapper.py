@@ -1,13 +1,8 @@
 """Mixed-precision training on the CPU."""
 import torch
 from mmengine.optim import AmpOptimWrapper, OptimWrapper
-from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
-from mmengine.registry import Registry
 
-OPTIM_WRAPPERS = Registry(
-    'optim_wrapper',
-    parent=MMENGINE_OPTIM_WRAPPERS,
-    locations=['mmtnt.engine'])
+from mmtnt.registry import OPTIM_WRAPPERS
 
 
 @OPTIM_WRAPPERS.register_module()
