@@ -1,5 +1,7 @@
+from .pyramid_tnt import PyramidTNT
 from .tnt import TNT
 from .twins import PCPVT, SVT
 
 __all__ = ['TNT']
 __all__ += ['PCPVT', 'SVT']
+__all__ += ['PyramidTNT']

@@ -1,0 +1,222 @@
+"""Convert official PyramidTNT checkpoints into mmtnt's layout.
+
+The official checkpoints (huawei-noah/Efficient-AI-Backbones,
+``tnt_pytorch/pyramid_tnt.py``: ``ptnt_ti_patch16_192``,
+``ptnt_s_patch16_256``, ``ptnt_m_patch16_256``, ``ptnt_b_patch16_256``) name
+their weights ``patch_embed.{common_conv, inner_convs, outer_convs}``,
+``outer_pos``, ``inner_pos``, ``word_merges.i``, ``sentence_merges.i``,
+``stages.i.relative_pos`` and ``stages.i.blocks.j.{inner_*, proj*,
+outer_*}``. The conversion
+
+- renames the keys (the aggregations move into the stage they feed);
+- fuses the separate query and key/value projections into one ``qkv``
+  wherever both read the same tokens (the word attention, and the sentence
+  attention of stages without spatial reduction);
+- folds the bias of each stem convolution into the running mean of the
+  BatchNorm that follows it (the bias is redundant before a norm: in
+  training the batch mean removes it; in eval ``BN(conv(x) + b)`` equals
+  ``BN(conv(x))`` with ``running_mean - b``).
+"""
+import re
+
+import torch
+
+from .common import (extract_state_dict, rename_keys, split_classifier,
+                     to_mmengine_checkpoint)
+
+# Official stem Sequential indices -> mmtnt stem modules.
+_STEM_CONVS = {
+    'common_conv.0': 'shared',
+    'inner_convs.0': 'word_branch',
+    'outer_convs.0': 'sentence_branch.0',
+    'outer_convs.3': 'sentence_branch.1',
+    'outer_convs.6': 'sentence_branch.2',
+}
+
+_OFFICIAL_TO_MMTNT = [
+    (r'^outer_pos$', 'sentence_pos'),
+    (r'^inner_pos$', 'word_pos'),
+    (r'^word_merges\.(\d+)\.conv\.0\.', r'word_merges.\1.conv.'),
+    (r'^sentence_merges\.(\d+)\.conv\.0\.', r'sentence_merges.\1.conv.'),
+    (r'\.inner_norm1\.', '.inner.norm1.'),
+    (r'\.inner_attn\.', '.inner.attn.'),
+    (r'\.inner_norm2\.', '.inner.norm2.'),
+    (r'\.inner_mlp\.', '.inner.mlp.'),
+    (r'\.proj_norm1\.', '.words_to_sentence.norm_in.'),
+    (r'\.(blocks\.\d+)\.proj\.', r'.\1.words_to_sentence.fc.'),
+    (r'\.proj_norm2\.', '.words_to_sentence.norm_out.'),
+    (r'\.outer_norm1\.', '.norm1.'),
+    (r'\.outer_attn\.linear\.', '.attn.sr_proj.'),
+    (r'\.outer_attn\.norm\.', '.attn.sr_norm.'),
+    (r'\.outer_attn\.', '.attn.'),
+    (r'\.outer_norm2\.', '.norm2.'),
+    (r'\.outer_mlp\.', '.mlp.'),
+]
+
+
+def detect_pyramid_tnt_format(state_dict):
+    """Tell which key layout a PyramidTNT state dict has.
+
+    Args:
+        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
+            prefix).
+
+    Returns:
+        str: ``'official'`` or ``'mmtnt'``.
+    """
+    if 'outer_pos' in state_dict and any(
+            k.startswith('word_merges.') for k in state_dict):
+        return 'official'
+    if 'sentence_pos' in state_dict and any(
+            k.startswith('stem.') for k in state_dict):
+        return 'mmtnt'
+    raise ValueError(
+        'Not a PyramidTNT checkpoint: it has neither "outer_pos" and '
+        '"word_merges.*" (official) nor "sentence_pos" and "stem.*" (mmtnt).')
+
+
+def _convert_stem(state_dict):
+    converted = {}
+    for key, value in state_dict.items():
+        if not key.startswith('patch_embed.'):
+            converted[key] = value
+    for official, ours in _STEM_CONVS.items():
+        conv = f'patch_embed.{official}.'
+        index = int(official[-1])
+        norm = f'patch_embed.{official[:-1]}{index + 1}.'
+        converted[f'stem.{ours}.conv.weight'] = state_dict[conv + 'weight']
+        bias = state_dict.get(conv + 'bias')
+        for name in ('weight', 'bias', 'running_mean', 'running_var',
+                     'num_batches_tracked'):
+            if norm + name in state_dict:
+                converted[f'stem.{ours}.norm.{name}'] = state_dict[norm +
+                                                                   name]
+        if bias is not None:
+            converted[f'stem.{ours}.norm.running_mean'] = (
+                state_dict[norm + 'running_mean'] - bias)
+    return converted
+
+
+def _move_merges_into_stages(state_dict):
+    moved = {}
+    for key, value in state_dict.items():
+        match = re.match(r'^(word|sentence)_merges\.(\d+)\.(.*)$', key)
+        if match:
+            kind, index, rest = match.groups()
+            key = f'stages.{int(index) + 1}.{kind}_merge.{rest}'
+        moved[key] = value
+    return moved
+
+
+def _fuse_qkv(state_dict):
+    """Concatenate ``q`` and ``kv`` into ``qkv`` where no spatial reduction
+    sits between them (no ``sr_proj`` in the same attention)."""
+    fused = {}
+    for key, value in state_dict.items():
+        match = re.match(r'^(.*\.attn)\.(q|kv)\.(weight|bias)$', key)
+        if not match:
+            fused[key] = value
+            continue
+        attn, part, name = match.groups()
+        if f'{attn}.sr_proj.weight' in state_dict:
+            fused[key] = value
+        elif part == 'q':
+            fused[f'{attn}.qkv.{name}'] = torch.cat(
+                [value, state_dict[f'{attn}.kv.{name}']])
+    return fused
+
+
+def _from_official(state_dict):
+    state_dict = _convert_stem(state_dict)
+    state_dict = rename_keys(state_dict, _OFFICIAL_TO_MMTNT)
+    state_dict = _move_merges_into_stages(state_dict)
+    return _fuse_qkv(state_dict)
+
+
+def describe_pyramid_tnt(state_dict):
+    """Name the PyramidTNT arch and training size of mmtnt-layout weights.
+
+    Args:
+        state_dict (dict[str, Tensor]): mmtnt PyramidTNT backbone weights.
+
+    Returns:
+        tuple[str | dict, int | None]: A name of
+        :attr:`~mmtnt.models.PyramidTNT.arch_zoo` when the sizes match one,
+        else the sizes the weights record (head counts are recorded only
+        for the sentence attention); and the square input size the position
+        terms were made for, or None when their grid is not square.
+    """
+    from mmtnt.models.backbones.pyramid_tnt import PyramidTNT
+    stages = sorted({
+        int(key.split('.')[1])
+        for key in state_dict if key.startswith('stages.')
+    })
+    depths = [
+        len({
+            key.split('.')[3]
+            for key in state_dict
+            if key.startswith(f'stages.{i}.blocks.')
+        }) for i in stages
+    ]
+    outer_dims = [
+        state_dict[f'stages.{i}.blocks.0.norm1.weight'].numel()
+        for i in stages
+    ]
+    inner_dims = [
+        state_dict[f'stages.{i}.blocks.0.inner.mlp.fc2.weight'].shape[0]
+        for i in stages
+    ]
+    heads = [state_dict[f'stages.{i}.relative_pos'].shape[1] for i in stages]
+    sizes = dict(
+        depths=depths,
+        outer_dims=outer_dims,
+        inner_dims=inner_dims,
+        num_heads_outer=heads)
+    arch = sizes
+    for name in ('ti', 's', 'm', 'b'):
+        zoo = PyramidTNT.arch_zoo[name]
+        if all(list(zoo[k]) == v for k, v in sizes.items()):
+            arch = name
+            break
+    num_sentences = state_dict['sentence_pos'].shape[1]
+    side = int(round(num_sentences**0.5))
+    img_size = side * 8 if side * side == num_sentences else None
+    return arch, img_size
+
+
+def convert_pyramid_tnt(checkpoint):
+    """Convert a PyramidTNT checkpoint into mmtnt's layout.
+
+    Args:
+        checkpoint (dict): A loaded checkpoint: a bare state dict, or one
+            under ``state_dict``/``model``; backbone keys may carry a
+            ``backbone.`` prefix and the classifier may be ``head``
+            (official) or ``head.fc`` (mmtnt).
+
+    Returns:
+        dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
+        under ``backbone.`` and the classifier under ``head.fc.``; ``meta``
+        records the source format, the arch and the input size the
+        position terms were made for.
+
+    Examples:
+        >>> # official: ptnt_s_patch16_256 weights (Baidu Disk release)
+        >>> from mmtnt.converters import (convert_pyramid_tnt,
+        ...                               load_checkpoint_file)
+        >>> ckpt = convert_pyramid_tnt(
+        ...     load_checkpoint_file('ptnt_s_82.0.pth.tar'))  # doctest: +SKIP
+        >>> ckpt['meta']['arch'], ckpt['meta']['img_size']  # doctest: +SKIP
+        ('s', 256)
+    """
+    state_dict = extract_state_dict(checkpoint)
+    backbone, head = split_classifier(state_dict)
+    source_format = detect_pyramid_tnt_format(backbone)
+    if source_format == 'official':
+        backbone = _from_official(backbone)
+    arch, img_size = describe_pyramid_tnt(backbone)
+    meta = dict(
+        model='PyramidTNT',
+        source_format=source_format,
+        arch=arch,
+        img_size=img_size)
+    return to_mmengine_checkpoint(backbone, head, meta)

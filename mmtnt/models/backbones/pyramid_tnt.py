@@ -1,0 +1,839 @@
+import math
+from collections import OrderedDict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_activation_layer, build_norm_layer
+from mmcv.cnn.bricks import DropPath
+from mmengine.model.weight_init import trunc_normal_
+
+from mmtnt.registry import MODELS
+from ..utils import (Mlp, MultiheadSelfAttention, normalize_out_indices,
+                     resize_pos_embed, resolve_arch)
+from ..utils.attention_bias import resize_attention_bias
+from .base_backbone import BaseBackbone
+from .tnt import WordsToSentence
+
+# Words per sentence: every sentence is a 4x4 patch of the word map.
+WORDS_PER_SIDE = 4
+# The stem's strides: words at 1/2, sentences at 1/8 of the input.
+WORD_STRIDE = 2
+SENTENCE_STRIDE = WORD_STRIDE * WORDS_PER_SIDE
+
+
+def conv_norm_act(in_channels, out_channels, kernel_size, stride, padding,
+                  norm_cfg, act_cfg, transposed=False):
+    """A convolution (without bias: the norm follows), a norm layer and an
+    activation, named ``conv``, ``norm`` and ``act``."""
+    conv_type = nn.ConvTranspose2d if transposed else nn.Conv2d
+    return nn.Sequential(
+        OrderedDict(
+            conv=conv_type(
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride=stride,
+                padding=padding,
+                bias=False),
+            norm=build_norm_layer(norm_cfg, out_channels)[1],
+            act=build_activation_layer(act_cfg)))
+
+
+class ConvStem(nn.Module):
+    """PyramidTNT's convolutional stem: words at 1/2 and sentences at 1/8 of
+    the input resolution.
+
+    A shared stride-2 3x3 convolution feeds two branches: one more 3x3
+    convolution gives the word map, whose 4x4 patches are the words of each
+    sentence; three more (strides 2, 2, 1) give the sentence map. Every
+    convolution is followed by a norm layer and ReLU.
+
+    Args:
+        in_channels (int): Channels of the image.
+        inner_dims (int): Channels of a word.
+        outer_dims (int): Channels of a sentence.
+        norm_cfg (dict): The norm layer after each convolution.
+
+    Examples:
+        >>> import torch
+        >>> stem = ConvStem(3, 8, 128, dict(type='BN'))
+        >>> words, sentences = stem(torch.rand(2, 3, 64, 96))
+        >>> words.shape, sentences.shape  # 2 images * 8x12 sentences
+        (torch.Size([192, 16, 8]), torch.Size([2, 96, 128]))
+    """
+
+    def __init__(self, in_channels, inner_dims, outer_dims, norm_cfg):
+        super().__init__()
+        relu = dict(type='ReLU', inplace=True)
+        self.shared = conv_norm_act(in_channels, inner_dims * 2, 3, 2, 1,
+                                    norm_cfg, relu)
+        self.word_branch = conv_norm_act(inner_dims * 2, inner_dims, 3, 1, 1,
+                                         norm_cfg, relu)
+        self.sentence_branch = nn.Sequential(
+            conv_norm_act(inner_dims * 2, inner_dims * 4, 3, 2, 1, norm_cfg,
+                          relu),
+            conv_norm_act(inner_dims * 4, inner_dims * 8, 3, 2, 1, norm_cfg,
+                          relu),
+            conv_norm_act(inner_dims * 8, outer_dims, 3, 1, 1, norm_cfg,
+                          relu))
+
+    def forward(self, x):
+        """Return words (B*h*w, 16, c) and sentences (B, h*w, C) of an
+        image (B, 3, 8h, 8w)."""
+        # Channels-last maps: faster convolutions on CPU, and the tokens are
+        # then views or a single copy of them.
+        x = self.shared(x.contiguous(memory_format=torch.channels_last))
+        words = self.word_branch(x).permute(0, 2, 3, 1)  # B, H, W, c
+        B, H, W, c = words.shape
+        k = WORDS_PER_SIDE
+        h, w = H // k, W // k
+        # Word (ki, kj) of sentence (i, j) is pixel (k*i + ki, k*j + kj).
+        words = words.reshape(B, h, k, w, k, c).permute(0, 1, 3, 2, 4, 5)
+        words = words.reshape(B * h * w, k * k, c)
+        sentences = self.sentence_branch(x).flatten(2).transpose(1, 2)
+        return words, sentences
+
+
+class WordAggregation(nn.Module):
+    """Merge the words of each 2x2 group of sentences into the words of one
+    sentence of the next stage.
+
+    The 2x2 group's words form an 8x8 word map; a 3x3 stride-2 convolution
+    (zero padding at the border of the group) turns it into 4x4 words with
+    ``out_dims`` channels. A grid of odd height or width is padded with
+    empty (zero) sentences at the bottom/right, as the official code does.
+
+    Args:
+        in_dims (int): Channels of a word before.
+        out_dims (int): Channels of a word after.
+        norm_cfg (dict): The norm layer applied to the words first.
+
+    Examples:
+        >>> import torch
+        >>> merge = WordAggregation(8, 16, dict(type='LN'))
+        >>> # 2 images of 5x7 sentences -> 2 images of 3x4 sentences
+        >>> merge(torch.rand(2 * 5 * 7, 16, 8), (5, 7)).shape
+        torch.Size([24, 16, 16])
+    """
+
+    def __init__(self, in_dims, out_dims, norm_cfg):
+        super().__init__()
+        self.norm = build_norm_layer(norm_cfg, in_dims)[1]
+        self.conv = nn.Conv2d(in_dims, out_dims, 3, stride=2, padding=1)
+
+    def forward(self, words, grid):
+        h, w = grid
+        k = WORDS_PER_SIDE
+        c = words.shape[-1]
+        x = self.norm(words).reshape(-1, h, w, k, k, c)
+        B = x.shape[0]
+        if h % 2 or w % 2:
+            x = F.pad(x, (0, 0, 0, 0, 0, 0, 0, w % 2, 0, h % 2))
+        h2, w2 = (h + 1) // 2, (w + 1) // 2
+        # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
+        # one copy into channels-last 8x8 word maps (faster convolution,
+        # and the words come out of it as a view).
+        x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
+        x = x.reshape(B * h2 * w2, 2 * k, 2 * k, c).permute(0, 3, 1, 2)
+        x = self.conv(x).permute(0, 2, 3, 1)  # B*h2*w2, k, k, out_dims
+        return x.reshape(B * h2 * w2, k * k, -1)
+
+
+class SentenceAggregation(nn.Module):
+    """Halve the sentence grid: a norm layer, then a 3x3 stride-2
+    convolution (padding 1) over the grid.
+
+    Args:
+        in_dims (int): Channels of a sentence before.
+        out_dims (int): Channels of a sentence after.
+        norm_cfg (dict): The norm layer applied first.
+
+    Examples:
+        >>> import torch
+        >>> merge = SentenceAggregation(128, 256, dict(type='LN'))
+        >>> merge(torch.rand(2, 5 * 7, 128), (5, 7)).shape
+        torch.Size([2, 12, 256])
+    """
+
+    def __init__(self, in_dims, out_dims, norm_cfg):
+        super().__init__()
+        self.norm = build_norm_layer(norm_cfg, in_dims)[1]
+        self.conv = nn.Conv2d(in_dims, out_dims, 3, stride=2, padding=1)
+
+    def forward(self, sentences, grid):
+        B, _, C = sentences.shape
+        x = self.norm(sentences).reshape(B, *grid, C).permute(0, 3, 1, 2)
+        return self.conv(x).flatten(2).transpose(1, 2)
+
+
+class SpatialReductionAttention(nn.Module):
+    """Multi-head attention whose keys and values come from the tokens
+    average-pooled over ``sr_ratio`` x ``sr_ratio`` windows (then a linear
+    layer and a norm), with an additive bias on the attention logits.
+
+    Without reduction (``sr_ratio=1``) queries, keys and values share one
+    fused projection.
+
+    Args:
+        embed_dims (int): Channels of the tokens.
+        num_heads (int): Number of attention heads.
+        sr_ratio (int): Pooling window and stride for keys and values.
+            Defaults to 1.
+        qkv_bias (bool): Whether the query/key/value projections have a
+            bias. Defaults to False.
+        attn_drop (float): Dropout rate on attention weights. Defaults to 0.
+        proj_drop (float): Dropout rate after the output projection.
+            Defaults to 0.
+        norm_cfg (dict): The norm layer after the reduction.
+            Defaults to ``dict(type='LN')``.
+
+    Examples:
+        >>> import torch
+        >>> attn = SpatialReductionAttention(64, 4, sr_ratio=2)
+        >>> bias = torch.zeros(1, 4, 6 * 8, 3 * 4)
+        >>> attn(torch.rand(2, 6 * 8, 64), (6, 8), bias).shape
+        torch.Size([2, 48, 64])
+    """
+
+    def __init__(self,
+                 embed_dims,
+                 num_heads,
+                 sr_ratio=1,
+                 qkv_bias=False,
+                 attn_drop=0.,
+                 proj_drop=0.,
+                 norm_cfg=dict(type='LN')):
+        super().__init__()
+        if embed_dims % num_heads != 0:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
+                             f'by num_heads ({num_heads}).')
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.scale = self.head_dims**-0.5
+        self.sr_ratio = sr_ratio
+        self.attn_drop = nn.Dropout(attn_drop)
+        if sr_ratio > 1:
+            self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+            self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+            self.sr_proj = nn.Linear(embed_dims, embed_dims)
+            self.sr_norm = build_norm_layer(norm_cfg, embed_dims)[1]
+        else:
+            self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x, grid, bias=None):
+        """Attend over tokens (B, h*w, C) of a ``grid`` (h, w); ``bias`` is
+        (1, heads, h*w, (h // sr_ratio) * (w // sr_ratio)) or None."""
+        B, N, C = x.shape
+        heads, head_dims = self.num_heads, self.head_dims
+        if self.sr_ratio > 1:
+            q = self.q(x).reshape(B, N, heads, head_dims).transpose(1, 2)
+            # Channels-last pooling (no copy of x); drops partial windows.
+            pooled = F.avg_pool2d(
+                x.reshape(B, *grid, C).permute(0, 3, 1, 2), self.sr_ratio)
+            reduced = self.sr_norm(
+                self.sr_proj(pooled.flatten(2).transpose(1, 2)))
+            kv = self.kv(reduced).reshape(B, -1, 2, heads, head_dims)
+            k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)
+        else:
+            qkv = self.qkv(x).reshape(B, N, 3, heads, head_dims)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        # Explicit attention: with a float bias and few keys, CPU kernels of
+        # F.scaled_dot_product_attention measured slower than this.
+        attn = q @ k.transpose(-2, -1)
+        if bias is not None:
+            attn = torch.add(bias, attn, alpha=self.scale)  # one pass
+        else:
+            attn = attn * self.scale
+        x = self.attn_drop(attn.softmax(dim=-1)) @ v
+        x = x.transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class InnerTransformerLayer(nn.Module):
+    """The inner (word) transformer layer of PyramidTNT.
+
+    Attention and MLP act on each word, but both norms normalise all the
+    words of a sentence together (over ``num_words * embed_dims``).
+
+    Args:
+        embed_dims (int): Channels of a word.
+        num_words (int): Words per sentence.
+        num_heads (int): Heads of the word attention.
+        mlp_ratio (float): MLP hidden channels over ``embed_dims``.
+        qkv_bias (bool): Whether the query/key/value projection has a bias.
+        drop_rate (float): Dropout rate after projections.
+        attn_drop_rate (float): Dropout rate on attention weights.
+        drop_path (nn.Module): Stochastic depth of both residual branches.
+        norm_cfg (dict): The norm layer.
+        act_cfg (dict): The MLP's activation.
+    """
+
+    def __init__(self, embed_dims, num_words, num_heads, mlp_ratio, qkv_bias,
+                 drop_rate, attn_drop_rate, drop_path, norm_cfg, act_cfg):
+        super().__init__()
+        self.norm1 = build_norm_layer(norm_cfg, num_words * embed_dims)[1]
+        self.attn = MultiheadSelfAttention(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            attn_drop=attn_drop_rate,
+            proj_drop=drop_rate)
+        self.norm2 = build_norm_layer(norm_cfg, num_words * embed_dims)[1]
+        self.mlp = Mlp(
+            embed_dims,
+            int(embed_dims * mlp_ratio),
+            act_cfg=act_cfg,
+            drop=drop_rate)
+        self.drop_path = drop_path
+
+    def _norm(self, norm, words):
+        flat = words.reshape(words.shape[0], -1)
+        return norm(flat).reshape(words.shape)
+
+    def forward(self, words):
+        """Update words (B*N, num_words, C)."""
+        words = words + self.drop_path(
+            self.attn(self._norm(self.norm1, words)))
+        return words + self.drop_path(self.mlp(self._norm(self.norm2, words)))
+
+
+class PyramidTNTBlock(nn.Module):
+    """A PyramidTNT block: optionally an inner transformer layer over the
+    words of each sentence, whose result is projected and added to the
+    sentences; then an outer transformer layer over the sentences with
+    spatial-reduction attention and a learned attention bias.
+
+    Args:
+        outer_dims (int): Channels of a sentence.
+        inner_dims (int | None): Channels of a word; None for a block
+            without the inner layer.
+        num_heads_outer (int): Heads of the sentence attention.
+        num_heads_inner (int): Heads of the word attention.
+        num_words (int): Words per sentence.
+        sr_ratio (int): Spatial reduction of the sentence attention.
+        mlp_ratio (float): MLP hidden channels over input channels.
+        qkv_bias (bool): Whether query/key/value projections have a bias.
+        drop_rate (float): Dropout rate after projections.
+        attn_drop_rate (float): Dropout rate on attention weights.
+        drop_path_rate (float): Stochastic depth rate.
+        norm_cfg (dict): The norm layer.
+        act_cfg (dict): The MLPs' activation.
+    """
+
+    def __init__(self, outer_dims, inner_dims, num_heads_outer,
+                 num_heads_inner, num_words, sr_ratio, mlp_ratio, qkv_bias,
+                 drop_rate, attn_drop_rate, drop_path_rate, norm_cfg,
+                 act_cfg):
+        super().__init__()
+        self.drop_path = DropPath(
+            drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        self.has_inner = inner_dims is not None
+        if self.has_inner:
+            self.inner = InnerTransformerLayer(
+                inner_dims, num_words, num_heads_inner, mlp_ratio, qkv_bias,
+                drop_rate, attn_drop_rate, self.drop_path, norm_cfg, act_cfg)
+            self.words_to_sentence = WordsToSentence(
+                inner_dims,
+                num_words,
+                outer_dims,
+                norm_per_word=False,
+                bias=False,
+                norm_out=True,
+                norm_cfg=norm_cfg)
+        self.norm1 = build_norm_layer(norm_cfg, outer_dims)[1]
+        self.attn = SpatialReductionAttention(
+            outer_dims,
+            num_heads_outer,
+            sr_ratio=sr_ratio,
+            qkv_bias=qkv_bias,
+            attn_drop=attn_drop_rate,
+            proj_drop=drop_rate,
+            norm_cfg=norm_cfg)
+        self.norm2 = build_norm_layer(norm_cfg, outer_dims)[1]
+        self.mlp = Mlp(
+            outer_dims,
+            int(outer_dims * mlp_ratio),
+            act_cfg=act_cfg,
+            drop=drop_rate)
+
+    def forward(self, words, sentences, grid, bias):
+        """Update words (B*N, K, c) and sentences (B, N, C) on a ``grid``
+        (h, w) of sentences."""
+        if self.has_inner:
+            words = self.inner(words)
+            sentences = sentences + self.words_to_sentence(
+                words, sentences.shape[0])
+        sentences = sentences + self.drop_path(
+            self.attn(self.norm1(sentences), grid, bias))
+        sentences = sentences + self.drop_path(
+            self.mlp(self.norm2(sentences)))
+        return words, sentences
+
+
+class PyramidTNTStage(nn.Module):
+    """One stage of PyramidTNT: word and sentence aggregation (all stages
+    but the first), then blocks sharing one learned attention bias.
+
+    The inner (word) layer runs in block 0 only, and also in block 1 when
+    the stage has more than 6 blocks, as in the official design.
+
+    Args:
+        depth (int): Number of blocks.
+        in_dims (tuple[int, int] | None): Sentence and word channels of the
+            previous stage; None for the first stage (no aggregation).
+        outer_dims (int): Channels of a sentence.
+        inner_dims (int): Channels of a word.
+        num_heads_outer (int): Heads of the sentence attention.
+        num_heads_inner (int): Heads of the word attention.
+        sr_ratio (int): Spatial reduction of the sentence attention.
+        pos_grid (tuple[int, int]): The sentence grid the attention bias is
+            stored for.
+        drop_path_rates (list[float]): Stochastic depth rate of each block.
+        block_cfg (dict): The other arguments of :class:`PyramidTNTBlock`.
+    """
+
+    def __init__(self, depth, in_dims, outer_dims, inner_dims,
+                 num_heads_outer, num_heads_inner, sr_ratio, pos_grid,
+                 drop_path_rates, **block_cfg):
+        super().__init__()
+        norm_cfg = block_cfg['norm_cfg']
+        self.has_merge = in_dims is not None
+        if self.has_merge:
+            in_outer, in_inner = in_dims
+            self.word_merge = WordAggregation(in_inner, inner_dims, norm_cfg)
+            self.sentence_merge = SentenceAggregation(in_outer, outer_dims,
+                                                      norm_cfg)
+        self.sr_ratio = sr_ratio
+        self.pos_grid = tuple(pos_grid)
+        self.pos_key_grid = self.key_grid(pos_grid)
+        self.relative_pos = nn.Parameter(
+            torch.randn(1, num_heads_outer, pos_grid[0] * pos_grid[1],
+                        self.pos_key_grid[0] * self.pos_key_grid[1]))
+        self.blocks = nn.ModuleList(
+            PyramidTNTBlock(
+                outer_dims,
+                inner_dims if j == 0 or (j == 1 and depth > 6) else None,
+                num_heads_outer,
+                num_heads_inner,
+                drop_path_rate=drop_path_rates[j],
+                sr_ratio=sr_ratio,
+                **block_cfg) for j in range(depth))
+        self.with_cp = False
+
+    def key_grid(self, grid):
+        """The grid of keys (after spatial reduction) for a sentence grid."""
+        return grid[0] // self.sr_ratio, grid[1] // self.sr_ratio
+
+    def attention_bias(self, grid):
+        """The learned attention bias resized to a sentence ``grid``."""
+        return resize_attention_bias(self.relative_pos, self.pos_grid,
+                                     self.pos_key_grid, grid,
+                                     self.key_grid(grid))
+
+    def forward(self, words, sentences, in_grid, grid):
+        if self.has_merge:
+            words = self.word_merge(words, in_grid)
+            sentences = self.sentence_merge(sentences, in_grid)
+        bias = self.attention_bias(grid)
+        for block in self.blocks:
+            if self.with_cp and self.training and sentences.requires_grad:
+                words, sentences = cp.checkpoint(
+                    block, words, sentences, grid, bias, use_reentrant=False)
+            else:
+                words, sentences = block(words, sentences, grid, bias)
+        return words, sentences
+
+
+@MODELS.register_module()
+class PyramidTNT(BaseBackbone):
+    """PyramidTNT: Transformer in Transformer with a pyramid architecture.
+
+    A PyTorch implementation of `PyramidTNT: Improved Transformer-in-
+    Transformer Baselines with Pyramid Architecture
+    <https://arxiv.org/abs/2201.00978>`_. A convolutional stem gives words
+    at 1/2 and sentences (4x4 words each) at 1/8 of the input; four stages
+    follow at strides 8, 16, 32 and 64, joined by word and sentence
+    aggregation (3x3 stride-2 convolutions after a norm). The sentence
+    attention pools keys and values by ``sr_ratios`` and adds a learned bias
+    over every query and key position (``relative_pos``); the inner (word)
+    layer runs in the first block of each stage (and the second when the
+    stage has more than 6 blocks).
+
+    Inputs of any size are accepted: the image is padded at the bottom and
+    right to a multiple of 8, sentence grids of odd height or width are
+    padded before aggregation (as the official code does), and the sentence
+    position embedding and every stage's attention bias, stored for
+    ``img_size``, are resized to the actual grids (and to ``img_size`` when
+    a checkpoint made at another size is loaded).
+
+    Args:
+        arch (str | dict): ``'ti'``/``'tiny'``, ``'s'``/``'small'``,
+            ``'m'``/``'medium'``, ``'b'``/``'base'``, or a dict with the keys
+            ``depths``, ``outer_dims``, ``inner_dims``, ``num_heads_outer``
+            and ``num_heads_inner`` (one value per stage). Defaults to
+            ``'s'``.
+        img_size (int | tuple[int, int], optional): Size the position
+            embedding and attention biases are stored for. Defaults to the
+            size the arch was trained at: 192 for ``'ti'``, else 256.
+        in_channels (int): Channels of the input image. Defaults to 3.
+        sr_ratios (Sequence[int]): Spatial reduction of each stage's
+            sentence attention. Defaults to (4, 2, 1, 1).
+        mlp_ratio (float): MLP hidden channels over input channels.
+            Defaults to 4.
+        qkv_bias (bool): Whether query/key/value projections have a bias.
+            Defaults to False.
+        drop_rate (float): Dropout rate on the position embedding (as the
+            official code) and after projections. Defaults to 0.
+        attn_drop_rate (float): Dropout rate on attention weights.
+            Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate of the last block,
+            rising linearly from 0 at the first. Defaults to 0.
+        out_indices (int | Sequence[int]): Stages whose output is returned;
+            negative indices count from the end. Defaults to -1.
+        out_type (str): ``'avg_featmap'``: the mean of the sentence tokens
+            (B, C), the official classification feature when the output is
+            the last stage's; ``'featmap'``: maps (B, C, H/s, W/s) for dense
+            heads. Defaults to ``'avg_featmap'``.
+        upsample_featmaps (bool): Upsample each returned map by 2 as in the
+            paper's detection models (a 2x2 stride-2 transposed convolution,
+            norm and GELU, then a 3x3 convolution, norm and GELU), giving
+            strides 4, 8, 16, 32 instead of 8, 16, 32, 64. Only with
+            ``out_type='featmap'``. Either way a map of stride ``s`` has
+            ``ceil(H / s) x ceil(W / s)`` cells. Defaults to False.
+        final_norm (bool): Normalize the last stage's output.
+            Defaults to True.
+        frozen_stages (int): -1 freezes nothing, 0 the stem and position
+            embeddings, ``k`` those and the first ``k`` stages (all four also
+            freeze the final norm). Defaults to -1.
+        norm_eval (bool): Keep BatchNorm layers (stem, upsampling) in eval
+            mode while training. Defaults to False.
+        with_cp (bool): Recompute each block in the backward pass instead of
+            storing its activations (saves memory). Defaults to False.
+        norm_cfg (dict): The transformer norm layer. Defaults to
+            ``dict(type='LN')``.
+        conv_norm_cfg (dict): The norm layer after the stem's and the
+            upsampling convolutions. Defaults to ``dict(type='BN')``.
+        act_cfg (dict): The MLPs' activation. Defaults to
+            ``dict(type='GELU')``.
+        init_cfg (dict | list[dict], optional): Initialization config; by
+            default as the official code (truncated-normal linear weights,
+            std 0.02; Kaiming-normal convolutions, fan-out).
+
+    Examples:
+        >>> import torch
+        >>> from mmtnt.models import PyramidTNT
+        >>> model = PyramidTNT(arch='s').eval()
+        >>> [out.shape for out in model(torch.rand(1, 3, 256, 256))]
+        [torch.Size([1, 512])]
+        >>> model = PyramidTNT(arch='s', out_indices=(0, 1, 2, 3),
+        ...                    out_type='featmap').eval()
+        >>> [out.shape for out in model(torch.rand(1, 3, 256, 320))]
+        [torch.Size([1, 128, 32, 40]), torch.Size([1, 256, 16, 20]), torch.Size([1, 512, 8, 10]), torch.Size([1, 512, 4, 5])]
+        >>> model = PyramidTNT(arch='s', out_indices=(0, 1, 2, 3),
+        ...                    out_type='featmap', upsample_featmaps=True)
+        >>> model.out_strides
+        (4, 8, 16, 32)
+    """  # noqa: E501
+    arch_zoo = {
+        **dict.fromkeys(
+            ['ti', 'tiny'], {
+                'depths': [2, 6, 3, 2],
+                'outer_dims': [80, 160, 320, 320],
+                'inner_dims': [5, 10, 20, 20],
+                'num_heads_outer': [2, 4, 8, 8],
+                'num_heads_inner': [1, 2, 4, 4]
+            }),
+        **dict.fromkeys(
+            ['s', 'small'], {
+                'depths': [2, 8, 4, 2],
+                'outer_dims': [128, 256, 512, 512],
+                'inner_dims': [8, 16, 32, 32],
+                'num_heads_outer': [4, 8, 16, 16],
+                'num_heads_inner': [2, 4, 8, 8]
+            }),
+        **dict.fromkeys(
+            ['m', 'medium'], {
+                'depths': [2, 8, 6, 2],
+                'outer_dims': [192, 384, 768, 768],
+                'inner_dims': [12, 24, 48, 48],
+                'num_heads_outer': [4, 8, 16, 16],
+                'num_heads_inner': [2, 4, 8, 8]
+            }),
+        **dict.fromkeys(
+            ['b', 'base'], {
+                'depths': [2, 10, 6, 2],
+                'outer_dims': [256, 512, 1024, 1024],
+                'inner_dims': [16, 32, 64, 64],
+                'num_heads_outer': [4, 8, 16, 16],
+                'num_heads_inner': [2, 4, 8, 8]
+            }),
+    }
+    essential_keys = {
+        'depths', 'outer_dims', 'inner_dims', 'num_heads_outer',
+        'num_heads_inner'
+    }
+    # The input size each arch was trained at (official code and paper).
+    train_img_size = {'ti': 192, 'tiny': 192}
+    default_img_size = 256
+    num_stages = 4
+    out_types = ('avg_featmap', 'featmap')
+
+    def __init__(self,
+                 arch='s',
+                 img_size=None,
+                 in_channels=3,
+                 sr_ratios=(4, 2, 1, 1),
+                 mlp_ratio=4.,
+                 qkv_bias=False,
+                 drop_rate=0.,
+                 attn_drop_rate=0.,
+                 drop_path_rate=0.,
+                 out_indices=-1,
+                 out_type='avg_featmap',
+                 upsample_featmaps=False,
+                 final_norm=True,
+                 frozen_stages=-1,
+                 norm_eval=False,
+                 with_cp=False,
+                 norm_cfg=dict(type='LN'),
+                 conv_norm_cfg=dict(type='BN'),
+                 act_cfg=dict(type='GELU'),
+                 init_cfg=[
+                     dict(type='TruncNormal', layer='Linear', std=.02),
+                     dict(
+                         type='Kaiming',
+                         layer=['Conv2d', 'ConvTranspose2d'],
+                         mode='fan_out',
+                         nonlinearity='relu',
+                         distribution='normal'),
+                     dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
+                 ]):
+        super().__init__(frozen_stages, norm_eval, init_cfg=init_cfg)
+        self.arch_settings = resolve_arch(arch, self.arch_zoo,
+                                          self.essential_keys, 'PyramidTNT')
+        self._check_arch(self.arch_settings, sr_ratios)
+        if out_type not in self.out_types:
+            raise ValueError(f'Unknown PyramidTNT out_type {out_type!r}: '
+                             f'choose one of {self.out_types}.')
+        if upsample_featmaps and out_type != 'featmap':
+            raise ValueError('upsample_featmaps=True needs '
+                             "out_type='featmap'.")
+        settings = self.arch_settings
+        outer_dims, inner_dims = settings['outer_dims'], settings['inner_dims']
+        self.sr_ratios = tuple(sr_ratios)
+        self.out_type = out_type
+        self.upsample_featmaps = upsample_featmaps
+        self.final_norm = final_norm
+        self.with_cp = with_cp
+        self.out_indices = normalize_out_indices(out_indices, self.num_stages,
+                                                 'PyramidTNT')
+        self._check_frozen_stages(self.num_stages)
+        self.embed_dims = outer_dims[-1]
+        scale = 2 if upsample_featmaps else 1
+        self.out_channels = tuple(outer_dims[i] for i in self.out_indices)
+        self.out_strides = tuple(SENTENCE_STRIDE * 2**i // scale
+                                 for i in self.out_indices)
+
+        if img_size is None:
+            img_size = self.train_img_size.get(
+                arch.lower() if isinstance(arch, str) else None,
+                self.default_img_size)
+        self.img_size = (img_size, img_size) if isinstance(
+            img_size, int) else tuple(img_size)
+        self.pos_grids = self.sentence_grids(*self.img_size)
+        num_words = WORDS_PER_SIDE**2
+
+        self.stem = ConvStem(in_channels, inner_dims[0], outer_dims[0],
+                             conv_norm_cfg)
+        self.word_pos = nn.Parameter(torch.zeros(1, num_words, inner_dims[0]))
+        h0, w0 = self.pos_grids[0]
+        self.sentence_pos = nn.Parameter(
+            torch.zeros(1, h0 * w0, outer_dims[0]))
+        self.pos_drop = nn.Dropout(drop_rate)
+
+        depths = settings['depths']
+        rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        self.stages = nn.ModuleList()
+        for i in range(self.num_stages):
+            stage = PyramidTNTStage(
+                depths[i],
+                None if i == 0 else (outer_dims[i - 1], inner_dims[i - 1]),
+                outer_dims[i],
+                inner_dims[i],
+                settings['num_heads_outer'][i],
+                settings['num_heads_inner'][i],
+                sr_ratio=self.sr_ratios[i],
+                pos_grid=self.pos_grids[i],
+                drop_path_rates=rates[sum(depths[:i]):sum(depths[:i + 1])],
+                num_words=num_words,
+                mlp_ratio=mlp_ratio,
+                qkv_bias=qkv_bias,
+                drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate,
+                norm_cfg=norm_cfg,
+                act_cfg=act_cfg)
+            stage.with_cp = with_cp
+            self.stages.append(stage)
+        self.norm = build_norm_layer(
+            norm_cfg, outer_dims[-1])[1] if final_norm else nn.Identity()
+
+        if upsample_featmaps:
+            gelu = dict(type='GELU')
+            for i in self.out_indices:
+                dims = outer_dims[i]
+                self.add_module(
+                    f'upsample{i}',
+                    nn.Sequential(
+                        conv_norm_act(dims, dims, 2, 2, 0, conv_norm_cfg,
+                                      gelu, transposed=True),
+                        conv_norm_act(dims, dims, 3, 1, 1, conv_norm_cfg,
+                                      gelu)))
+
+        trunc_normal_(self.word_pos, std=.02)
+        trunc_normal_(self.sentence_pos, std=.02)
+        self._register_load_state_dict_pre_hook(self._adapt_checkpoint)
+        self._freeze()
+
+    def _check_arch(self, settings, sr_ratios):
+        lengths = {key: len(value) for key, value in settings.items()}
+        lengths['sr_ratios'] = len(sr_ratios)
+        if set(lengths.values()) != {self.num_stages}:
+            raise ValueError(
+                f'PyramidTNT has {self.num_stages} stages: every arch '
+                f'setting and sr_ratios need {self.num_stages} values, got '
+                f'{lengths}.')
+        for key, heads_key in (('outer_dims', 'num_heads_outer'),
+                               ('inner_dims', 'num_heads_inner')):
+            for dims, heads in zip(settings[key], settings[heads_key]):
+                if dims % heads:
+                    raise ValueError(
+                        f'PyramidTNT {key} {settings[key]} must be '
+                        f'divisible by {heads_key} {settings[heads_key]}.')
+
+    def sentence_grids(self, height, width):
+        """The sentence grid (h, w) of every stage for an input size.
+
+        Raises:
+            ValueError: If the input is too small for the spatial reduction
+                of some stage.
+        """
+        h = math.ceil(height / SENTENCE_STRIDE)
+        w = math.ceil(width / SENTENCE_STRIDE)
+        grids = []
+        for i, sr in enumerate(self.sr_ratios):
+            if i > 0:
+                h, w = math.ceil(h / 2), math.ceil(w / 2)
+            if h < sr or w < sr:
+                raise ValueError(
+                    f'PyramidTNT needs an input of at least '
+                    f'{self._min_side()} pixels in height and width (stage '
+                    f'{i} pools its {h}x{w} sentence grid by sr_ratio={sr}),'
+                    f' got {height}x{width}.')
+            grids.append((h, w))
+        return grids
+
+    def _min_side(self):
+        side = 1
+        while True:
+            h = math.ceil(side / SENTENCE_STRIDE)
+            ok = True
+            for i, sr in enumerate(self.sr_ratios):
+                if i > 0:
+                    h = math.ceil(h / 2)
+                ok = ok and h >= sr
+            if ok:
+                return side
+            side += 1
+
+    def frozen_parts(self):
+        parts = [self.stem, self.word_pos, self.sentence_pos, self.pos_drop]
+        parts += self.stages[:self.frozen_stages]
+        if self.frozen_stages == self.num_stages:
+            parts.append(self.norm)
+        return parts
+
+    @staticmethod
+    def _square_grid(num_tokens, name):
+        side = int(round(num_tokens**0.5))
+        if side * side != num_tokens:
+            raise ValueError(
+                f'Cannot resize {name} of {num_tokens} positions: it is not '
+                'a square grid. Build the model with the img_size the '
+                'checkpoint was made at.')
+        return side, side
+
+    def _adapt_checkpoint(self, state_dict, prefix, *args, **kwargs):
+        """Check a checkpoint's layout and resize its position terms to
+        ``img_size``.
+
+        Called by ``load_state_dict`` before loading.
+        """
+        official_keys = ('outer_pos', 'patch_embed.', 'word_merges.')
+        if any(
+                key.startswith(prefix)
+                and key[len(prefix):].startswith(official_keys)
+                for key in state_dict):
+            raise ValueError(
+                'This checkpoint is in the official PyramidTNT layout: convert'
+                ' it first with `python tools/model_converters/'
+                'pyramid_tnt2mmtnt.py SRC DST`.')
+        pos_key = prefix + 'sentence_pos'
+        if pos_key in state_dict:
+            pos = state_dict[pos_key]
+            if pos.shape[1] != self.sentence_pos.shape[1]:
+                src = self._square_grid(pos.shape[1],
+                                        'a sentence position embedding')
+                state_dict[pos_key] = resize_pos_embed(pos, src,
+                                                       self.pos_grids[0])
+        for i, stage in enumerate(self.stages):
+            key = f'{prefix}stages.{i}.relative_pos'
+            if key not in state_dict:
+                continue
+            bias = state_dict[key]
+            if bias.shape[2:] == stage.relative_pos.shape[2:]:
+                continue
+            name = f'stage {i}\'s attention bias'
+            state_dict[key] = resize_attention_bias(
+                bias, self._square_grid(bias.shape[2], name),
+                self._square_grid(bias.shape[3], name), stage.pos_grid,
+                stage.pos_key_grid)
+
+    def _format_output(self, sentences, grid, index, input_shape):
+        if self.out_type == 'avg_featmap':
+            return sentences.mean(dim=1)
+        B, _, C = sentences.shape
+        x = sentences.reshape(B, *grid, C).permute(0, 3, 1, 2)
+        if self.upsample_featmaps:
+            x = getattr(self, f'upsample{index}')(x)
+            # Where padding made the grid odd, drop the extra row/column so
+            # that the map is ceil(input / stride), as in a conv backbone.
+            stride = self.out_strides[self.out_indices.index(index)]
+            h, w = (math.ceil(size / stride) for size in input_shape)
+            x = x[:, :, :h, :w]
+        return x.contiguous()
+
+    def forward(self, x):
+        B, _, H, W = x.shape
+        grids = self.sentence_grids(H, W)
+        pad_h, pad_w = -H % SENTENCE_STRIDE, -W % SENTENCE_STRIDE
+        if pad_h or pad_w:
+            x = F.pad(x, (0, pad_w, 0, pad_h))
+        words, sentences = self.stem(x)
+        words = words + self.word_pos
+        pos = resize_pos_embed(self.sentence_pos, self.pos_grids[0], grids[0])
+        sentences = sentences + self.pos_drop(pos)
+
+        outs = []
+        for i, stage in enumerate(self.stages):
+            words, sentences = stage(words, sentences, grids[i - 1] if i else
+                                     None, grids[i])
+            if i == self.num_stages - 1:
+                sentences = self.norm(sentences)
+            if i in self.out_indices:
+                outs.append(
+                    self._format_output(sentences, grids[i], i, (H, W)))
+        return tuple(outs)

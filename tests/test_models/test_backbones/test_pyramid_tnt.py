@@ -1,0 +1,305 @@
+"""Contract tests of mmtnt.PyramidTNT over every arch, size and output."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+from mmengine.registry import MODELS as ROOT_MODELS
+
+from mmtnt.models import PyramidTNT
+
+ARCHS = ['ti', 's', 'm', 'b']
+# Published parameter counts (official code: every parameter, position terms
+# at the training size and the 1000-class classifier included).
+OFFICIAL_PARAMS = {'ti': 10.58e6, 's': 31.95e6, 'm': 84.94e6, 'b': 156.99e6}
+# Small custom arch for tests whose property does not depend on the size.
+TINY = dict(
+    depths=[1, 2, 1, 1],
+    outer_dims=[16, 24, 32, 40],
+    inner_dims=[2, 4, 4, 8],
+    num_heads_outer=[2, 2, 4, 4],
+    num_heads_inner=[1, 2, 2, 2])
+# Sizes from classification (192-320) to segmentation and detection crops.
+SIZES = [(192, 192), (224, 224), (256, 256), (320, 320), (512, 512),
+         (800, 1216)]
+
+
+def count_params(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+def expected_shapes(model, batch, height, width):
+    return [(batch, c, math.ceil(height / s), math.ceil(width / s))
+            for c, s in zip(model.out_channels, model.out_strides)]
+
+
+def params_without_grad(model):
+    return [
+        n for n, p in model.named_parameters()
+        if p.requires_grad and p.grad is None
+    ]
+
+
+@pytest.mark.parametrize('arch', ARCHS)
+def test_featmaps_of_every_arch(arch):
+    model = PyramidTNT(arch=arch, out_indices=(0, 1, 2, 3),
+                       out_type='featmap').eval()
+    assert model.out_strides == (8, 16, 32, 64)
+    assert model.out_channels == tuple(model.arch_settings['outer_dims'])
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, 64, 96))
+    assert [o.shape for o in outs] == expected_shapes(model, 1, 64, 96)
+
+
+# 'ti' has a 6-block stage (inner layer in block 0 only), 's' an 8-block one
+# (blocks 0 and 1), like 'm' and 'b'.
+@pytest.mark.parametrize('arch', ['ti', 's'])
+@pytest.mark.parametrize('upsample', [False, True])
+def test_backward_reaches_every_parameter(arch, upsample):
+    model = PyramidTNT(
+        arch=arch,
+        out_indices=(0, 1, 2, 3),
+        out_type='featmap',
+        upsample_featmaps=upsample,
+        drop_path_rate=0.1)
+    assert model.out_strides == ((4, 8, 16, 32) if upsample else
+                                 (8, 16, 32, 64))
+    outs = model(torch.randn(2, 3, 64, 96))
+    assert [o.shape for o in outs] == expected_shapes(model, 2, 64, 96)
+    sum(o.sum() for o in outs).backward()
+    assert not params_without_grad(model)
+
+
+@pytest.mark.parametrize('arch', ARCHS)
+def test_classification_feature(arch):
+    model = PyramidTNT(arch=arch).eval()
+    size = model.img_size
+    assert size == ((192, 192) if arch == 'ti' else (256, 256))
+    with torch.no_grad():
+        outs = model(torch.randn(2, 3, *size))
+    assert len(outs) == 1 and outs[0].shape == (2, model.embed_dims)
+
+
+@pytest.mark.parametrize('arch', ARCHS)
+def test_param_count_matches_official(arch):
+    model = PyramidTNT(arch=arch)
+    total = count_params(model) + model.embed_dims * 1000 + 1000
+    expected = OFFICIAL_PARAMS[arch]
+    assert abs(total - expected) / expected < 0.005, total
+
+
+@pytest.mark.parametrize('size', SIZES)
+def test_every_size_native_strides(size):
+    # Shapes and padding do not depend on the arch: use the smallest.
+    model = PyramidTNT(arch='ti', out_indices=(0, 1, 2, 3),
+                       out_type='featmap').eval()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, *size))
+    assert [o.shape for o in outs] == expected_shapes(model, 1, *size)
+    assert all(torch.isfinite(o).all() for o in outs)
+
+
+@pytest.mark.parametrize('size', [(224, 224), (200, 328), (800, 1216)])
+def test_detection_strides(size):
+    model = PyramidTNT(arch='ti', out_indices=(0, 1, 2, 3),
+                       out_type='featmap', upsample_featmaps=True).eval()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, *size))
+    assert [o.shape for o in outs] == expected_shapes(model, 1, *size)
+    # The usual pyramid: every level is the previous one halved (rounded
+    # up), from a quarter of the input.
+    assert outs[0].shape[2:] == (math.ceil(size[0] / 4),
+                                 math.ceil(size[1] / 4))
+    for fine, coarse in zip(outs, outs[1:]):
+        assert coarse.shape[2:] == tuple(
+            math.ceil(side / 2) for side in fine.shape[2:])
+
+
+def test_odd_sizes_equal_zero_padding_to_multiple_of_8():
+    model = PyramidTNT(arch=TINY, img_size=64, out_indices=(0, 3),
+                       out_type='featmap').eval()
+    x = torch.randn(2, 3, 61, 90)
+    padded = nn.functional.pad(x, (0, 6, 0, 3))
+    with torch.no_grad():
+        outs, ref = model(x), model(padded)
+    assert [o.shape[2:] for o in outs] == [(8, 12), (1, 2)]
+    for a, b in zip(outs, ref):
+        torch.testing.assert_close(a, b)
+
+
+def test_avg_featmap_is_mean_of_normed_featmap():
+    torch.manual_seed(0)
+    featmap = PyramidTNT(arch=TINY, out_indices=(1, 3),
+                         out_type='featmap').eval()
+    avg = PyramidTNT(arch=TINY, out_indices=(1, 3)).eval()
+    avg.load_state_dict(featmap.state_dict())
+    x = torch.randn(2, 3, 72, 48)
+    with torch.no_grad():
+        maps, pooled = featmap(x), avg(x)
+    for m, p in zip(maps, pooled):
+        torch.testing.assert_close(m.mean(dim=(2, 3)), p)
+
+
+def test_arch_aliases_and_registry():
+    for short, long in [('ti', 'Tiny'), ('s', 'small'), ('m', 'MEDIUM'),
+                        ('b', 'base')]:
+        assert PyramidTNT.arch_zoo[short] == PyramidTNT.arch_zoo[
+            long.lower()]
+    model = ROOT_MODELS.build(dict(type='mmtnt.PyramidTNT', arch='tiny'))
+    assert isinstance(model, PyramidTNT) and model.embed_dims == 320
+    assert model.img_size == (192, 192)
+
+
+def test_custom_arch_and_sr_ratios():
+    model = PyramidTNT(arch=TINY, img_size=(64, 96), sr_ratios=(2, 2, 1, 1),
+                       out_indices=-1, out_type='featmap')
+    assert model.stages[0].relative_pos.shape == (1, 2, 8 * 12, 4 * 6)
+    assert model(torch.randn(1, 3, 64, 96))[0].shape == (1, 40, 1, 2)
+
+
+def test_inner_layer_only_where_official_runs_it():
+    model = PyramidTNT(arch='b')  # depths 2, 10, 6, 2
+    with_inner = [[block.has_inner for block in stage.blocks]
+                  for stage in model.stages]
+    assert with_inner == [[True, False], [True, True] + [False] * 8,
+                          [True] + [False] * 5, [True, False]]
+    assert not hasattr(model.stages[1].blocks[2], 'inner')
+
+
+def test_errors_say_what_is_allowed():
+    with pytest.raises(ValueError, match=r"Unknown PyramidTNT arch 'xl'.*"
+                       r"'ti'"):
+        PyramidTNT(arch='xl')
+    with pytest.raises(ValueError, match='exactly the keys'):
+        PyramidTNT(arch=dict(depths=[1, 1, 1, 1]))
+    with pytest.raises(ValueError, match='4 stages'):
+        PyramidTNT(arch={**TINY, 'depths': [1, 1, 1]})
+    with pytest.raises(ValueError, match='divisible by num_heads_outer'):
+        PyramidTNT(arch={**TINY, 'num_heads_outer': [3, 2, 4, 4]})
+    with pytest.raises(ValueError, match=r'Invalid out index 4.*\[-4, 3\]'):
+        PyramidTNT(arch=TINY, out_indices=(0, 4))
+    with pytest.raises(ValueError, match='out_type'):
+        PyramidTNT(arch=TINY, out_type='cls_token')
+    with pytest.raises(ValueError, match='upsample_featmaps'):
+        PyramidTNT(arch=TINY, upsample_featmaps=True)
+    with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 4\]'):
+        PyramidTNT(arch=TINY, frozen_stages=5)
+    model = PyramidTNT(arch=TINY, img_size=64)
+    with pytest.raises(ValueError, match=r'at least 25 pixels.*got 24x64'):
+        model(torch.randn(1, 3, 24, 64))
+    model(torch.randn(1, 3, 25, 25))  # the smallest input
+    with pytest.raises(ValueError, match='at least'):
+        PyramidTNT(arch=TINY, img_size=16)
+
+
+def test_foreign_checkpoint_is_refused():
+    model = PyramidTNT(arch=TINY, img_size=64)
+    with pytest.raises(ValueError, match='pyramid_tnt2mmtnt.py'):
+        model.load_state_dict({'outer_pos': torch.zeros(1, 64, 16)},
+                              strict=False)
+
+
+@pytest.mark.parametrize('frozen_stages', [0, 2, 4])
+def test_frozen_stages(frozen_stages):
+    model = PyramidTNT(arch=TINY, frozen_stages=frozen_stages, drop_rate=0.5,
+                       out_indices=(0, 1, 2, 3), out_type='featmap')
+    model.train()
+    frozen = ['stem.', 'word_pos', 'sentence_pos']
+    frozen += [f'stages.{i}.' for i in range(frozen_stages)]
+    if frozen_stages == 4:
+        frozen.append('norm.')
+    for name, param in model.named_parameters():
+        assert param.requires_grad != name.startswith(tuple(frozen)), name
+    assert not model.stem.training and not model.pos_drop.training
+    assert not model.stem.shared.norm.training  # BatchNorm statistics kept
+    for i, stage in enumerate(model.stages):
+        assert stage.training == (i >= frozen_stages)
+    outs = model(torch.randn(1, 3, 64, 64))
+    assert [o.requires_grad for o in outs] == [
+        i >= frozen_stages for i in range(4)
+    ]
+
+
+def test_norm_eval_keeps_batchnorm_statistics():
+    model = PyramidTNT(arch=TINY, norm_eval=True, out_type='featmap',
+                       upsample_featmaps=True)
+    model.train()
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert len(bns) == 5 + 2  # stem and the upsampling of the output
+    assert not any(bn.training for bn in bns)
+    assert model.stages[0].training
+    before = [bn.running_mean.clone() for bn in bns]
+    model(torch.randn(2, 3, 64, 64))
+    for bn, mean in zip(bns, before):
+        torch.testing.assert_close(bn.running_mean, mean)
+
+
+def test_with_cp_gives_same_outputs_and_grads():
+    x = torch.randn(2, 3, 64, 48)
+    torch.manual_seed(0)
+    plain = PyramidTNT(arch=TINY, out_indices=(1, 3), out_type='featmap')
+    checkpointed = PyramidTNT(arch=TINY, out_indices=(1, 3),
+                              out_type='featmap', with_cp=True)
+    checkpointed.load_state_dict(plain.state_dict())
+    outs_plain, outs_cp = plain(x), checkpointed(x)
+    for a, b in zip(outs_plain, outs_cp):
+        torch.testing.assert_close(a, b)
+    sum(o.sum() for o in outs_plain).backward()
+    sum(o.sum() for o in outs_cp).backward()
+    for (name, a), b in zip(plain.named_parameters(),
+                            checkpointed.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_drop_path_is_stochastic_in_training_only():
+    model = PyramidTNT(arch=TINY, drop_path_rate=0.5, img_size=64)
+    x = torch.randn(2, 3, 64, 64)
+    model.train()
+    assert not torch.allclose(model(x)[0], model(x)[0])
+    model.eval()
+    torch.testing.assert_close(model(x)[0], model(x)[0])
+
+
+def test_position_terms_follow_the_input_grid():
+    model = PyramidTNT(arch=TINY, img_size=64, out_indices=(0, 1, 2, 3),
+                       out_type='featmap').eval()
+    # Stored for img_size: 8x8 sentences, keys pooled by 4, 2, 1, 1.
+    assert [tuple(s.relative_pos.shape[2:]) for s in model.stages] == [
+        (64, 4), (16, 4), (4, 4), (1, 1)
+    ]
+    stage = model.stages[0]
+    assert stage.attention_bias((8, 8)) is stage.relative_pos
+    assert stage.attention_bias((13, 7)).shape == (1, 2, 13 * 7, 3 * 1)
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, 104, 56))
+    assert [o.shape[2:] for o in outs] == [(13, 7), (7, 4), (4, 2), (2, 1)]
+
+
+def test_checkpoint_from_another_size_loads():
+    torch.manual_seed(0)
+    source = PyramidTNT(arch=TINY, img_size=64).eval()
+    target = PyramidTNT(arch=TINY, img_size=(96, 128)).eval()
+    target.load_state_dict(source.state_dict())
+    assert target.sentence_pos.shape == (1, 12 * 16, 16)
+    assert target.stages[0].relative_pos.shape == (1, 2, 12 * 16, 3 * 4)
+    assert target.stages[3].relative_pos.shape == (1, 4, 2 * 2, 2 * 2)
+    # Resizing at load time and at run time agree.
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        torch.testing.assert_close(target(x)[0], source(x)[0])
+
+
+def test_non_square_checkpoint_of_another_size_is_refused():
+    source = PyramidTNT(arch=TINY, img_size=(64, 96))
+    target = PyramidTNT(arch=TINY, img_size=64)
+    with pytest.raises(ValueError, match='not a square grid'):
+        target.load_state_dict(source.state_dict())
+
+
+def test_init_weights():
+    model = PyramidTNT(arch=TINY, out_type='featmap', upsample_featmaps=True)
+    model.init_weights()
+    conv = model.stem.sentence_branch[2].conv
+    fan_out = conv.out_channels * 9
+    assert abs(conv.weight.std().item() - math.sqrt(2 / fan_out)) < 0.02
+    assert model.stages[0].blocks[0].norm1.weight.eq(1).all()
