@@ -82,9 +82,32 @@ def load_backbone(checkpoint, **backbone_cfg):
     return model.eval()
 
 
+def random_weights_(model, seed, scale=0.05):
+    """Fill every parameter with random values: weights N(0, 1/fan_in),
+    LayerNorm scales N(1, scale), other 1-d parameters N(0, scale).
+
+    Quicker than initialising a large model and then perturbing it (as
+    ``randomize_`` does); no parameter keeps a structured value."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            for name, param in module.named_parameters(recurse=False):
+                if isinstance(module, nn.LayerNorm) and name == 'weight':
+                    param.normal_(1, scale, generator=generator)
+                elif param.dim() > 1:
+                    param.normal_(0, param[0].numel()**-0.5,
+                                  generator=generator)
+                else:
+                    param.normal_(0, scale, generator=generator)
+    return model
+
+
 @functools.lru_cache(maxsize=None)
 def timm_model(name, seed=0):
-    return randomize_(timm.create_model(name, pretrained=False), seed).eval()
+    """A timm Twins with random weights, built without initialising it."""
+    model = timm.create_model(name, pretrained=False, device='meta')
+    assert not list(model.buffers())
+    return random_weights_(model.to_empty(device='cpu'), seed).eval()
 
 
 def images(size, seed=1):
@@ -331,6 +354,18 @@ def test_converter_cli(tmp_path):
     x = images((64, 64), seed=8)
     with torch.no_grad():
         assert max_relative_error(model(x), reference(x)) < TOLERANCE
+
+    # As a detector's or segmentor's pretrained backbone.
+    backbone = PCPVT(
+        arch='s',
+        out_indices=(0, 1, 2, 3),
+        out_type='featmap',
+        init_cfg=dict(
+            type='Pretrained', checkpoint=str(dst), prefix='backbone.'))
+    backbone.init_weights()
+    for key, value in backbone.state_dict().items():
+        torch.testing.assert_close(value,
+                                   saved['state_dict'][f'backbone.{key}'])
 
 
 def test_mmtnt_checkpoint_converts_to_itself():

@@ -12,7 +12,8 @@ head) and timed on the same random batch for
 After warm-up runs, the implementations take turns (the order rotates every
 round), so a change of machine load hits all of them alike; the table shows
 the median over the rounds in milliseconds per image and, for each peer, the
-ratio peer time / mmtnt time (above 1: mmtnt is faster).
+median over the rounds of the ratio peer time / mmtnt time within the round
+(above 1: mmtnt is faster), which cancels slow drifts of the machine's load.
 
 Examples:
     python tools/analysis_tools/benchmark.py pcpvt-s svt-s
@@ -90,15 +91,14 @@ def build_mmpretrain(backbone_cfg, in_channels, neck=True):
                 num_classes=1000,
                 in_channels=in_channels,
                 loss=dict(type='CrossEntropyLoss'))))
-    classifier.init_weights()
+    # Weights stay at PyTorch's default initialization (their values do not
+    # change the timing; init_weights() would log every parameter).
     return TensorModeClassifier(classifier)
 
 
 def build_mmseg(backbone_cfg, in_channels):
     from mmseg.registry import MODELS
-    backbone = MODELS.build(backbone_cfg)
-    backbone.init_weights()
-    return PooledClassifier(backbone, in_channels)
+    return PooledClassifier(MODELS.build(backbone_cfg), in_channels)
 
 
 _PCPVT_S = dict(
@@ -268,11 +268,16 @@ def summarize(name, size, times, skipped, args):
         row = [f'{name} ({size})', impl]
         row += [f'{medians[m][impl]:.1f}' for m in args.modes]
         for mode in args.modes:
-            reference = medians[mode].get('mmtnt')
+            reference = times[mode].get('mmtnt')
             if impl == 'mmtnt' or reference is None:
                 row.append('-')
             else:
-                row.append(f'{medians[mode][impl] / reference:.2f}')
+                ratios = [
+                    peer / own
+                    for peer, own in zip(times[mode][impl], reference)
+                ]
+                row.append(f'{statistics.median(ratios):.2f} '
+                           f'({min(ratios):.2f}-{max(ratios):.2f})')
         rows.append(row)
     for impl, reason in skipped.items():
         rows.append([f'{name} ({size})', impl] + ['skipped'] *
@@ -358,8 +363,9 @@ def main():
         rows += summarize(name, size, times, skipped, args)
     print(f'\nbatch {args.batch_size}, {args.threads} threads, median of '
           f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; ratio = peer time / mmtnt time; load average '
-          f'{load:.1f} -> {os.getloadavg()[0]:.1f}')
+          'runs; ratio = peer time / mmtnt time in the same round, median '
+          f'(min-max); load average {load:.1f} -> '
+          f'{os.getloadavg()[0]:.1f}')
     print(format_table(rows, args.modes))
 
 

@@ -11,6 +11,7 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
 from ..utils import Mlp, normalize_out_indices, resolve_arch
+from ..utils.cpu_fusion import can_fuse, linear_add, linear_gelu
 from ..utils.layout import map_to_tokens, tokens_to_map
 from .base_backbone import BaseBackbone
 
@@ -138,7 +139,9 @@ class GlobalSubsampledAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x, hw_shape):
+    def forward(self, x, hw_shape, identity=None):
+        """Attend over tokens ``x`` (B, H*W, C); with ``identity``, return
+        ``identity + attention(x)`` (one fused step in CPU inference)."""
         B, N, C = x.shape
         heads = self.num_heads
         if self.sr_ratio > 1:
@@ -152,8 +155,7 @@ class GlobalSubsampledAttention(nn.Module):
                 2, 0, 3, 1, 4).unbind(0)
         x = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0.)
-        x = x.transpose(1, 2).reshape(B, N, C)
-        return self.proj_drop(self.proj(x))
+        return _project(self, x.transpose(1, 2).reshape(B, N, C), identity)
 
 
 class LocallyGroupedAttention(nn.Module):
@@ -221,7 +223,10 @@ class LocallyGroupedAttention(nn.Module):
         real = real.view(-1, ws, real.shape[1] // ws, ws).transpose(1, 2)
         return real.reshape(-1, 1, 1, ws * ws)
 
-    def forward(self, x, hw_shape):
+    def forward(self, x, hw_shape, identity=None):
+        """Attend within the windows of tokens ``x`` (B, H*W, C); with
+        ``identity``, return ``identity + attention(x)`` (one fused step in
+        CPU inference)."""
         B, N, C = x.shape
         H, W = hw_shape
         ws, heads = self.window_size, self.num_heads
@@ -242,13 +247,12 @@ class LocallyGroupedAttention(nn.Module):
         windows = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask,
             dropout_p=self.attn_drop if self.training else 0.)
-        # Project before undoing the windows: the projection is per token.
-        windows = self.proj(windows.transpose(1, 2).reshape(
-            B, nh, nw, ws, ws, C))
+        windows = windows.transpose(1, 2).reshape(B, nh, nw, ws, ws, C)
         x = windows.transpose(2, 3).reshape(B, nh * ws, nw * ws, C)
         if pad_b or pad_r:
             x = x[:, :H, :W]
-        return self.proj_drop(x.reshape(B, N, C))
+        # Projected after dropping the padding: no work on padded tokens.
+        return _project(self, x.reshape(B, N, C), identity)
 
 
 class TwinsBlock(nn.Module):
@@ -277,8 +281,21 @@ class TwinsBlock(nn.Module):
             drop=drop_rate)
         self.drop_path = DropPath(
             drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        self.exact_gelu = isinstance(self.mlp.act, nn.GELU) and \
+            self.mlp.act.approximate == 'none'
 
     def forward(self, x, hw_shape):
+        if can_fuse(x, self.training):
+            # Inference on the CPU: the residual additions and the GELU are
+            # post-ops of the matrix products (same function, fewer passes
+            # over memory).
+            x = self.attn(self.norm1(x), hw_shape, identity=x)
+            hidden = self.norm2(x)
+            if self.exact_gelu:
+                hidden = linear_gelu(hidden, self.mlp.fc1)
+            else:
+                hidden = self.mlp.act(self.mlp.fc1(hidden))
+            return linear_add(hidden, self.mlp.fc2, x)
         x = x + self.drop_path(self.attn(self.norm1(x), hw_shape))
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
@@ -612,6 +629,9 @@ class PCPVT(BaseBackbone):
 
     def forward(self, x):
         self._check_input(x)
+        # The first patch embedding is faster on a channels-last image, and
+        # then hands out contiguous tokens.
+        x = x.contiguous(memory_format=torch.channels_last)
         outs = []
         for i, stage in enumerate(self.stages):
             tokens, hw_shape = stage(x)
@@ -703,6 +723,15 @@ class SVT(PCPVT):
             qkv_bias=qkv_bias,
             attn_drop=attn_drop,
             proj_drop=proj_drop)
+
+
+def _project(attn, x, identity):
+    """The output projection of an attention, plus ``identity`` if given."""
+    if identity is None:
+        return attn.proj_drop(attn.proj(x))
+    if can_fuse(x, attn.training):
+        return linear_add(x, attn.proj, identity)
+    return identity + attn.proj_drop(attn.proj(x))
 
 
 def _check_heads(embed_dims, num_heads):

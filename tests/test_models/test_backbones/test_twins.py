@@ -229,6 +229,23 @@ def test_with_cp_gives_same_outputs_and_grads():
         torch.testing.assert_close(a.grad, b.grad, msg=name)
 
 
+@pytest.mark.parametrize('cls', [PCPVT, SVT])
+def test_fused_cpu_inference_matches_the_plain_layers(cls):
+    from mmtnt.models.utils.cpu_fusion import can_fuse
+    arch = TINY_SVT if cls is SVT else TINY
+    model = cls(arch=arch, out_indices=(0, 3), out_type='featmap').eval()
+    x = torch.randn(2, 3, 61, 45)
+    with torch.no_grad():
+        fused = model(x)
+    plain = model(x)  # recording gradients: the plain layers
+    assert plain[0].requires_grad
+    for a, b in zip(fused, plain):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        assert not can_fuse(x, training=True)
+        assert not can_fuse(x.double(), training=False)
+
+
 def test_drop_path_is_stochastic_in_training_only():
     model = PCPVT(arch=TINY, drop_path_rate=0.5)
     x = torch.randn(2, 3, 32, 32)
