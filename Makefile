@@ -14,7 +14,9 @@ $(STAMP): tools/setup_env.sh setup.py requirements/mminstall.txt requirements/ru
 setup: $(STAMP)
 
 demo: setup
-	@echo "demo target: filled in with the demo config"
+	$(PY) tools/dataset_converters/prepare_fashion_mnist.py data/fashion_mnist
+	$(PY) tools/train.py configs/demo/tnt-demo_1xb128_fashion-mnist.py --work-dir work_dirs/demo
+	$(PY) tools/test.py configs/demo/tnt-demo_1xb128_fashion-mnist.py "$$(cat work_dirs/demo/last_checkpoint)" --work-dir work_dirs/demo
 
 test: setup
 	$(PY) -m pytest tests
