@@ -128,8 +128,9 @@ def _from_mmseg(state_dict):
 
 def _official_to_mmtnt(state_dict):
     last = _num_stages(state_dict) - 1
-    state_dict = rename_keys(state_dict, [(r'^norm\.', f'stage_norms.{last}.')
-                                          ])
+    # The official final norm is the last stage's norm.
+    state_dict = rename_keys(state_dict,
+                             [(r'^norm\.', f'stage_norms.{last}.')])
     state_dict = rename_keys(state_dict, _OFFICIAL_TO_MMTNT)
     fused = {}
     for key, value in state_dict.items():

@@ -355,6 +355,11 @@ class PCPVT(BaseBackbone):
     is set by the spatial reduction: each stage's map must be at least
     ``sr_ratio`` tokens high and wide (29x29 pixels for the released archs).
 
+    For CPU float32 inference without autograd (e.g. under
+    ``torch.no_grad()``), the MLPs' GELU and the residual additions run as
+    oneDNN post-ops of the matrix products (:mod:`mmtnt.models.utils.
+    cpu_fusion`): the same function with fewer passes over memory.
+
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``,
             ``'l'``/``'large'``, or a dict of per-stage lists with the keys

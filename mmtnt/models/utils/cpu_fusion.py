@@ -50,12 +50,15 @@ def can_fuse(x, training):
 
     Returns:
         bool: True for CPU float32 inference without autograd or autocast,
-        when the fused operators are available.
+        when the fused operators are available; False while tracing,
+        scripting or compiling (exporters and compilers see plain layers).
     """
     return (not training and not torch.is_grad_enabled()
             and x.device.type == 'cpu' and x.dtype == torch.float32
             and torch.backends.mkldnn.enabled
-            and not torch.is_autocast_enabled('cpu') and _fused_ops_work())
+            and not torch.is_autocast_enabled('cpu')
+            and not torch.jit.is_tracing() and not torch.jit.is_scripting()
+            and not torch.compiler.is_compiling() and _fused_ops_work())
 
 
 def linear_gelu(x, linear):

@@ -244,6 +244,9 @@ def test_fused_cpu_inference_matches_the_plain_layers(cls):
     with torch.no_grad():
         assert not can_fuse(x, training=True)
         assert not can_fuse(x.double(), training=False)
+        # Exporters see the plain layers.
+        traced = torch.jit.trace(model, x, check_trace=False)
+    assert '_linear_pointwise' not in str(traced.inlined_graph)
 
 
 def test_drop_path_is_stochastic_in_training_only():
@@ -434,3 +437,10 @@ def test_config_builds_an_mmpretrain_classifier():
     with torch.no_grad():
         logits = classifier(torch.randn(1, 3, 64, 64), mode='tensor')
     assert logits.shape == (1, 1000)
+    # The data pipelines name transforms that mmpretrain has.
+    from mmengine.dataset import Compose
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        for loader in (cfg.train_dataloader, cfg.val_dataloader):
+            Compose(loader.dataset.pipeline)
+    assert not cfg.train_dataloader.sampler.type.startswith('RepeatAug')
