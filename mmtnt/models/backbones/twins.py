@@ -1,5 +1,6 @@
 """Twins: PCPVT and SVT backbones (https://arxiv.org/abs/2104.13840)."""
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -544,6 +545,11 @@ class PCPVT(BaseBackbone):
             self.stages.append(
                 TwinsStage(patch_embed, blocks, drop_rate, norm, with_cp))
         self.with_cp = with_cp
+        # The convolutions see channels-last maps (token sequences viewed as
+        # NCHW); weights in the same memory format are not converted on
+        # every call (forward and backward). Loading and initialising keep
+        # the format.
+        self.to(memory_format=torch.channels_last)
         self._register_load_state_dict_pre_hook(self._refuse_foreign_layout)
         self._freeze()
 
@@ -621,11 +627,11 @@ class PCPVT(BaseBackbone):
     def _refuse_foreign_layout(self, state_dict, prefix, *args, **kwargs):
         """Point to the converter when a checkpoint in another layout is
         loaded. Called by ``load_state_dict`` before loading."""
-        foreign = ('patch_embeds.', 'pos_block.', 'position_encodings.',
-                   'blocks.', 'layers.', 'norm_after_stage', 'norm_list.')
+        foreign = re.compile(r'(patch_embeds|pos_block|position_encodings|'
+                             r'blocks|layers|norm_list)\.|norm_after_stage|'
+                             r'stages\.\d+\.\d+\.')
         for key in state_dict:
-            if key.startswith(prefix) and key[len(prefix):].startswith(
-                    foreign):
+            if key.startswith(prefix) and foreign.match(key[len(prefix):]):
                 raise ValueError(
                     f'This checkpoint is in a foreign Twins layout (official, '
                     f'timm, mmpretrain or mmseg keys such as {key!r}): '

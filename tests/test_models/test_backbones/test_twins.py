@@ -265,6 +265,8 @@ def test_init_weights_is_the_official_one():
     # normal(0, sqrt(2 / fan_out)) with fan_out = 3*3*C/groups = 9.
     assert abs(peg.weight.std().item() - math.sqrt(2 / 9)) < 0.15
     assert (peg.bias == 0).all()
+    # Convolution weights stay channels-last, like the maps they see.
+    assert peg.weight.is_contiguous(memory_format=torch.channels_last)
     fc1 = model.stages[3].blocks[0].mlp.fc1
     assert abs(fc1.weight.std().item() - 0.02) < 0.003
     assert (fc1.bias == 0).all()
@@ -272,9 +274,12 @@ def test_init_weights_is_the_official_one():
 
 def test_foreign_checkpoint_is_refused():
     model = PCPVT(arch=TINY)
-    foreign = {'patch_embeds.0.proj.weight': torch.zeros(16, 3, 4, 4)}
-    with pytest.raises(ValueError, match='twins2mmtnt.py'):
-        model.load_state_dict(foreign, strict=False)
+    for key in ('patch_embeds.0.proj.weight', 'stages.0.0.norm1.weight',
+                'layers.0.0.norm1.weight'):
+        with pytest.raises(ValueError, match='twins2mmtnt.py'):
+            model.load_state_dict({key: torch.zeros(1)}, strict=False)
+    # mmtnt's own keys load.
+    model.load_state_dict(PCPVT(arch=TINY).state_dict())
 
 
 def window_reference(attn, x, hw_shape):
