@@ -2,6 +2,13 @@
 
 The layout is told apart by the keys; PCPVT and SVT by the weights.
 
+LayerNorm eps is not in the weights. mmtnt's defaults are the official ones
+(1e-6 in blocks and after stages, 1e-5 in patch embeddings and after GSA's
+reduction), right for the official, timm and mmpretrain releases and for
+twins2mmseg.py's output. Segmentors fine-tuned in mmseg ran with eps 1e-5
+everywhere: to reproduce them exactly, set ``norm_cfg``,
+``patch_norm_cfg`` and ``sr_norm_cfg`` to ``dict(type='LN', eps=1e-5)``.
+
 Example:
     python tools/model_converters/twins2mmtnt.py alt_gvt_small.pth \
         checkpoints/twins-svt-small_official_in1k.pth --allow-pickle
