@@ -1,0 +1,3 @@
+from .feature_pyramid import FeaturePyramid
+
+__all__ = ['FeaturePyramid']

@@ -1,0 +1,112 @@
+"""A multi-scale pyramid from the single-stride maps of an isotropic
+backbone (TNT)."""
+import math
+
+import torch.nn as nn
+from mmcv.cnn import build_activation_layer, build_norm_layer
+from mmengine.model import BaseModule
+
+from mmtnt.registry import MODELS
+
+
+def _upsample(channels, times, norm_cfg, act_cfg):
+    """``times`` 2x2 stride-2 transposed convolutions, each but the last
+    followed by a norm and an activation."""
+    layers = []
+    for i in range(times):
+        if i > 0:
+            layers += [
+                build_norm_layer(norm_cfg, channels)[1],
+                build_activation_layer(act_cfg)
+            ]
+        layers.append(
+            nn.ConvTranspose2d(channels, channels, kernel_size=2, stride=2))
+    return nn.Sequential(*layers)
+
+
+@MODELS.register_module()
+class FeaturePyramid(BaseModule):
+    """Turn maps of one stride into a pyramid of several strides.
+
+    An isotropic backbone such as :class:`mmtnt.TNT` gives maps at a single
+    stride (16). Like the simple feature pyramids of BEiT and ViTDet, each
+    output level rescales a map by a power of two: upsampling by 2\\ :sup:`k`
+    is ``k`` 2x2 stride-2 transposed convolutions (with a norm and an
+    activation between two of them), downsampling by 2\\ :sup:`k` a max
+    pooling with kernel and stride 2\\ :sup:`k` (``ceil_mode``, so a map of
+    ``h x w`` cells becomes ``ceil(h / 2^k) x ceil(w / 2^k)``), and scale 1
+    is the map itself. Channels are kept, so the pyramid feeds mmdet's and
+    mmseg's FPN, UPerHead and other multi-level heads with
+    ``in_channels=[in_channels] * len(scales)``.
+
+    Args:
+        in_channels (int): Channels of the input maps (and of the outputs).
+        scales (Sequence[float]): Rescaling factor of each output level,
+            powers of two. Defaults to ``(4, 2, 1, 0.5)``: strides 4, 8, 16
+            and 32 from stride-16 maps.
+        norm_cfg (dict): The norm between two transposed convolutions.
+            Defaults to ``dict(type='BN')``.
+        act_cfg (dict): The activation after that norm. Defaults to
+            ``dict(type='GELU')``.
+        init_cfg (dict | list[dict], optional): Initialization config.
+
+    The forward pass takes a tuple of NCHW maps of one size: either one map
+    per level (e.g. the outputs of four TNT blocks, shallow to deep) or a
+    single map that every level rescales.
+
+    Examples:
+        >>> import torch
+        >>> neck = FeaturePyramid(in_channels=384)
+        >>> maps = tuple(torch.rand(1, 384, 14, 20) for _ in range(4))
+        >>> [out.shape for out in neck(maps)]
+        [torch.Size([1, 384, 56, 80]), torch.Size([1, 384, 28, 40]), torch.Size([1, 384, 14, 20]), torch.Size([1, 384, 7, 10])]
+    """  # noqa: E501
+
+    def __init__(self,
+                 in_channels,
+                 scales=(4, 2, 1, 0.5),
+                 norm_cfg=dict(type='BN'),
+                 act_cfg=dict(type='GELU'),
+                 init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        if len(scales) == 0:
+            raise ValueError('FeaturePyramid needs at least one scale.')
+        self.in_channels = in_channels
+        self.scales = tuple(scales)
+        self.levels = nn.ModuleList()
+        for scale in self.scales:
+            power = math.log2(scale) if scale > 0 else None
+            if power is None or power != int(power):
+                raise ValueError(
+                    f'FeaturePyramid scales must be powers of two (such as '
+                    f'4, 2, 1, 0.5, 0.25), got {scale!r} in {scales!r}.')
+            power = int(power)
+            if power > 0:
+                level = _upsample(in_channels, power, norm_cfg, act_cfg)
+            elif power < 0:
+                level = nn.MaxPool2d(
+                    kernel_size=2**-power, stride=2**-power, ceil_mode=True)
+            else:
+                level = nn.Identity()
+            self.levels.append(level)
+
+    def forward(self, inputs):
+        """Rescale ``inputs`` (a tuple of one map, or of one map per level)
+        into a tuple of one map per level."""
+        inputs = tuple(inputs)
+        if len(inputs) not in (1, len(self.levels)):
+            raise ValueError(
+                f'FeaturePyramid with {len(self.levels)} levels '
+                f'(scales={self.scales}) takes 1 or {len(self.levels)} '
+                f'maps, got {len(inputs)}: set the backbone\'s out_indices '
+                'to one block per level, or to a single block.')
+        for x in inputs:
+            if x.dim() != 4 or x.shape[1] != self.in_channels:
+                raise ValueError(
+                    f'FeaturePyramid(in_channels={self.in_channels}) takes '
+                    f'NCHW maps with {self.in_channels} channels, got shape '
+                    f"{tuple(x.shape)}: set the backbone's out_type="
+                    "'featmap' and in_channels to its embedding dims.")
+        if len(inputs) == 1:
+            inputs = inputs * len(self.levels)
+        return tuple(level(x) for level, x in zip(self.levels, inputs))

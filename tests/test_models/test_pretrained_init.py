@@ -1,0 +1,119 @@
+"""A classification checkpoint initialises the backbone of a dense model.
+
+The documented way (docs/detection.md, docs/segmentation.md): convert a
+released checkpoint with ``tools/model_converters/*2mmtnt.py`` (or take one
+saved by an mmtnt classification run), then set the dense config's
+``backbone.init_cfg=dict(type='Pretrained', checkpoint=...,
+prefix='backbone.')``. The dense backbone has parts the classifier lacks
+(PyramidTNT's upsampling, per-stage norms) and may store position terms for
+another input size; everything the two share must arrive intact.
+"""
+import pytest
+import torch
+from mmengine.registry import init_default_scope
+
+from mmtnt.registry import MODELS
+
+SMALL_TWINS = dict(
+    embed_dims=[16, 16, 32, 32],
+    depths=[1, 2, 1, 1],
+    num_heads=[1, 2, 2, 2],
+    mlp_ratios=[2, 2, 2, 2],
+    sr_ratios=[8, 4, 2, 1])
+CASES = {
+    'tnt': (dict(
+        type='mmtnt.TNT',
+        arch=dict(
+            embed_dims_outer=32,
+            embed_dims_inner=8,
+            num_layers=2,
+            num_heads_outer=2,
+            num_heads_inner=2),
+        img_size=64), dict(img_size=96, out_indices=(0, 1),
+                           out_type='featmap'), 32),
+    'pyramid_tnt': (dict(
+        type='mmtnt.PyramidTNT',
+        arch=dict(
+            depths=[1, 1, 1, 1],
+            outer_dims=[16, 16, 32, 32],
+            inner_dims=[4, 4, 8, 8],
+            num_heads_outer=[1, 2, 2, 2],
+            num_heads_inner=[1, 1, 2, 2]),
+        img_size=64), dict(
+            img_size=128,
+            out_indices=(0, 1, 2, 3),
+            out_type='featmap',
+            upsample_featmaps=True), 32),
+    'pcpvt': (dict(type='mmtnt.PCPVT', arch=SMALL_TWINS),
+              dict(out_indices=(0, 1, 2, 3), out_type='featmap',
+                   norm_after_stage=True), 32),
+    'svt': (dict(type='mmtnt.SVT', arch=dict(SMALL_TWINS, window_sizes=[7] * 4)),
+            dict(out_indices=(0, 1, 2, 3), out_type='featmap'), 32),
+}
+
+
+@pytest.mark.parametrize('family', list(CASES))
+def test_classifier_checkpoint_initialises_a_dense_backbone(family, tmp_path):
+    backbone_cfg, dense_args, channels = CASES[family]
+    init_default_scope('mmpretrain')
+    classifier = MODELS.build(
+        dict(
+            type='mmpretrain.ImageClassifier',
+            backbone=backbone_cfg,
+            head=dict(
+                type='mmpretrain.LinearClsHead',
+                num_classes=5,
+                in_channels=channels)))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in classifier.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator))
+    checkpoint = tmp_path / 'classifier.pth'
+    torch.save(
+        dict(meta=dict(), state_dict=classifier.state_dict()), checkpoint)
+
+    dense = MODELS.build(
+        dict(
+            backbone_cfg,
+            **dense_args,
+            init_cfg=dict(
+                type='Pretrained',
+                checkpoint=str(checkpoint),
+                prefix='backbone.')))
+    before = {k: v.clone() for k, v in dense.state_dict().items()}
+    dense.init_weights()
+
+    source = classifier.backbone.state_dict()
+    loaded = dense.state_dict()
+    shared = source.keys() & loaded.keys()
+    # Everything of the classifier's backbone arrives ...
+    assert source.keys() - loaded.keys() == set()
+    resized = set()
+    for key in shared:
+        if source[key].shape == loaded[key].shape:
+            assert torch.equal(source[key], loaded[key]), key
+        else:
+            resized.add(key)
+    # ... position terms resized to the dense model's input size ...
+    expected_resized = {
+        'tnt': {'sentence_pos'},
+        'pyramid_tnt': {'sentence_pos'} | {
+            f'stages.{i}.relative_pos' for i in range(4)
+        },
+    }.get(family, set())
+    assert resized == expected_resized
+    # ... and the dense-only parts keep the values they were built with.
+    dense_only = loaded.keys() - source.keys()
+    dense_only_parts = {
+        'pyramid_tnt': ('upsample0.', 'upsample1.', 'upsample2.',
+                        'upsample3.'),
+        'pcpvt': ('stages.0.norm.', 'stages.1.norm.', 'stages.2.norm.'),
+    }.get(family, ())
+    assert {
+        part
+        for part in dense_only_parts for key in dense_only
+        if key.startswith(part)
+    } == set(dense_only_parts)
+    assert all(key.startswith(dense_only_parts) for key in dense_only)
+    for key in dense_only:
+        assert torch.equal(loaded[key], before[key]), key
