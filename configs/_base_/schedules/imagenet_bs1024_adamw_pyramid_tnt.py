@@ -5,6 +5,14 @@
 # training, the attention biases (`relative_pos`) are decayed.
 _base_ = './imagenet_bs1024_adamw_tnt.py'
 
+# PyramidTNT has no class token: only its position embeddings are exempt.
+optim_wrapper = dict(
+    paramwise_cfg=dict(
+        custom_keys=dict(
+            _delete_=True,
+            sentence_pos=dict(decay_mult=0.0),
+            word_pos=dict(decay_mult=0.0))))
+
 param_scheduler = [
     # linear warm-up from 1e-6, updated every iteration
     dict(

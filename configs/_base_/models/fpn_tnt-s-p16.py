@@ -1,0 +1,51 @@
+# Semantic FPN with a TNT-S backbone (patch 16) for 512x512 ADE20K crops.
+# No TNT segmentor was published: TNT blocks 3, 5, 7 and 11 (stride 16, 384
+# channels) are rescaled by mmtnt.FeaturePyramid to strides 4, 8, 16 and 32
+# (the simple feature pyramid of ViTDet/BEiT), then feed the FPN (256
+# channels, 4 levels) and mmseg's FPNHead. The input keeps TNT's 0.5/0.5
+# normalisation. TNT-B changes `backbone.arch` and the channels (640).
+_base_ = 'mmseg::_base_/models/fpn_r50.py'
+
+norm_cfg = dict(type='SyncBN', requires_grad=True)
+data_preprocessor = dict(
+    mean=[127.5, 127.5, 127.5],
+    std=[127.5, 127.5, 127.5],
+    size=(512, 512),
+    # TNT takes sides that are multiples of its patch (16): pad whole test
+    # images to multiples of 32 (the padding is cut from the predictions).
+    test_cfg=dict(size_divisor=32))
+model = dict(
+    data_preprocessor=data_preprocessor,
+    pretrained=None,
+    backbone=dict(
+        _delete_=True,
+        type='mmtnt.TNT',
+        arch='s',
+        img_size=224,
+        patch_size=16,
+        first_stride=4,
+        out_indices=(3, 5, 7, 11),
+        out_type='featmap',
+        drop_path_rate=0.2,
+        # ImageNet weights converted by tools/model_converters/tnt2mmtnt.py
+        # (set `layout` to the one it prints):
+        # init_cfg=dict(
+        #     type='Pretrained',
+        #     checkpoint='checkpoints/tnt-s_official_in1k.pth',
+        #     prefix='backbone.'),
+    ),
+    # A list of modules is built as nn.Sequential: pyramid, then FPN.
+    neck=[
+        dict(
+            type='mmtnt.FeaturePyramid',
+            in_channels=384,
+            scales=(4, 2, 1, 0.5),
+            norm_cfg=norm_cfg,
+            act_cfg=dict(type='GELU')),
+        dict(
+            type='FPN',
+            in_channels=[384, 384, 384, 384],
+            out_channels=256,
+            num_outs=4),
+    ],
+    decode_head=dict(num_classes=150))

@@ -1,0 +1,9 @@
+# Mask R-CNN with Twins-PCPVT-L and FPN, 1x schedule on COCO: the recipe of
+# mask-rcnn_twins-pcpvt-s_fpn_1x_coco.py (the official Twins "PVT setting":
+# AdamW lr 2e-4, weight decay 1e-4, 12 epochs, steps at 8 and 11, drop-path
+# 0.2, 16 images per iteration) with the Twins-PCPVT-L backbone.
+# Twins paper, COCO val2017 (as commonly cited): 45.4 box AP, 41.5 mask AP.
+_base_ = './mask-rcnn_twins-pcpvt-s_fpn_1x_coco.py'
+
+model = dict(
+    backbone=dict(arch='l'))
