@@ -1,0 +1,213 @@
+"""Shortened runs of the detection and segmentation demos (configs/demo/).
+
+The demo scenes are built with ``tools/dataset_converters/
+make_demo_scenes.py`` into a temporary folder; each demo then trains
+briefly through ``tools/train.py`` and is tested through ``tools/test.py``.
+Its metric must end well above that of the same model untrained, which is
+tested the same way after one training iteration with a learning rate of
+0 (the weights stay as initialised).
+
+The tools run as a user runs them: subprocesses of the interpreter running
+the tests, from the repository root.
+"""
+import importlib.util
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
+MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
+UPERNET = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
+
+NUM_TRAIN = 300
+NUM_VAL = 50
+# The shortened runs and how far above the untrained model each must end:
+# a few hundred iterations each, one to three minutes on 2 CPU cores. The
+# detectors train the first epochs of their schedules (still at a high
+# learning rate: a cosine squeezed into them decays too early for Mask
+# R-CNN, whose RPN has to learn first); UperNet gets its whole schedule
+# squeezed into its iterations.
+SHORT_EPOCHS_RETINANET = 10  # of 30
+SHORT_EPOCHS_MASK_RCNN = 8  # of 20
+SHORT_ITERS_UPERNET = 500  # of 2000
+MARGIN_AP50 = 0.2  # COCO bbox AP at IoU 0.5, 0..1
+MARGIN_MIOU = 10.0  # mmseg's mIoU, in percent
+
+
+def run_tool(args, timeout):
+    """Run ``python tools/...`` from the repository root; return the result
+    and the wall time in seconds."""
+    env = dict(os.environ)
+    # One compute thread (see tests/test_demo.py); MMTNT_TEST_THREADS
+    # overrides it.
+    env['OMP_NUM_THREADS'] = os.environ.get('MMTNT_TEST_THREADS', '1')
+    env['PYTHONWARNINGS'] = 'ignore'
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, *args],
+                            cwd=ROOT,
+                            env=env,
+                            capture_output=True,
+                            text=True,
+                            timeout=timeout)
+    return result, time.monotonic() - start
+
+
+def describe(result):
+    """The tail of a failed tool's output, for assertion messages."""
+    out = (result.stdout + result.stderr)[-4000:]
+    return f'exit status {result.returncode}; output ends with:\n{out}'
+
+
+@pytest.fixture(scope='module')
+def scenes(tmp_path_factory):
+    """The demo scenes (300 training, 50 validation scenes), built by the
+    script."""
+    path = osp.join(ROOT, 'tools', 'dataset_converters',
+                    'make_demo_scenes.py')
+    spec = importlib.util.spec_from_file_location('make_demo_scenes', path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path_factory.mktemp('demo_scenes')
+    try:
+        script.build(str(out), NUM_TRAIN, NUM_VAL)
+    except FileNotFoundError as err:
+        pytest.skip(f'The demo scenes cannot be built: {err}')
+    return out
+
+
+def data_options(config, scenes):
+    """``--cfg-options`` that point ``config`` at the scenes in ``scenes``."""
+    if 'ade' in osp.basename(config):
+        root = scenes / 'ade'
+        return [
+            f'{split}_dataloader.dataset.data_root={root}'
+            for split in ('train', 'val', 'test')
+        ]
+    root = scenes / 'coco'
+    ann_file = root / 'annotations' / 'instances_val.json'
+    return [
+        f'{split}_dataloader.dataset.data_root={root}/'
+        for split in ('train', 'val', 'test')
+    ] + [f'{split}_evaluator.ann_file={ann_file}' for split in ('val', 'test')]
+
+
+def train_and_test(config, scenes, work_dir, train_options, pattern):
+    """Train ``config`` with extra options, test its last checkpoint.
+
+    Returns:
+        tuple: The metric that ``pattern`` finds in the test output, the
+        training and the testing time in seconds.
+    """
+    data = data_options(config, scenes)
+    train, train_time = run_tool(
+        ['tools/train.py', config, '--work-dir',
+         str(work_dir), '--cfg-options', *data, *train_options],
+        timeout=600)
+    assert train.returncode == 0, describe(train)
+    with open(work_dir / 'last_checkpoint') as f:
+        checkpoint = f.read().strip()
+    test, test_time = run_tool([
+        'tools/test.py', config, checkpoint, '--work-dir',
+        str(work_dir), '--cfg-options', *data
+    ],
+                               timeout=300)
+    assert test.returncode == 0, describe(test)
+    output = test.stdout + test.stderr
+    found = re.findall(pattern, output)
+    if not found and 'results of the whole dataset is empty' in output:
+        # mmdet's CocoMetric: no detection above the score threshold
+        return 0.0, train_time, test_time
+    assert found, describe(test)
+    return float(found[-1]), train_time, test_time
+
+
+def untrained_options(by_epoch):
+    """Options of a run that saves the model as initialised: one
+    iteration with a learning rate of 0."""
+    options = [
+        'optim_wrapper.optimizer.lr=0.0', 'train_dataloader.batch_size=2'
+    ]
+    if by_epoch:
+        return options + [
+            'train_dataloader.dataset.indices=2', 'train_cfg.max_epochs=1',
+            'train_cfg.val_interval=2', 'default_hooks.checkpoint.interval=1'
+        ]
+    return options + [
+        'train_cfg.max_iters=1', 'train_cfg.val_interval=2',
+        'default_hooks.checkpoint.interval=1'
+    ]
+
+
+def short_epochs(epochs):
+    """Options that stop a detection demo after its first ``epochs`` (no
+    validation: tools/test.py evaluates)."""
+    return [
+        f'train_cfg.max_epochs={epochs}',
+        f'train_cfg.val_interval={epochs + 1}',
+        f'default_hooks.checkpoint.interval={epochs}'
+    ]
+
+
+def check_learns(config, scenes, tmp_path, short_options, by_epoch, pattern,
+                 margin, name):
+    """Test ``config`` untrained and shortly trained; assert the margin."""
+    before, _, _ = train_and_test(config, scenes, tmp_path / 'untrained',
+                                  untrained_options(by_epoch), pattern)
+    after, train_time, test_time = train_and_test(config, scenes,
+                                                  tmp_path / 'short',
+                                                  short_options, pattern)
+    print(f'{name}: untrained {before:.3f}, after the short run {after:.3f} '
+          f'(train {train_time:.0f} s, test {test_time:.0f} s)')
+    assert after >= before + margin, (
+        f'{name} went from {before:.3f} untrained to only {after:.3f}; '
+        f'{margin} more was expected')
+
+
+@pytest.mark.slow
+def test_retinanet_demo_learns(scenes, tmp_path):
+    check_learns(
+        RETINANET,
+        scenes,
+        tmp_path,
+        short_epochs(SHORT_EPOCHS_RETINANET),
+        by_epoch=True,
+        pattern=r'coco/bbox_mAP_50: ([0-9.]+)',
+        margin=MARGIN_AP50,
+        name='RetinaNet bbox AP50')
+
+
+@pytest.mark.slow
+def test_mask_rcnn_demo_learns(scenes, tmp_path):
+    check_learns(
+        MASK_RCNN,
+        scenes,
+        tmp_path,
+        short_epochs(SHORT_EPOCHS_MASK_RCNN),
+        by_epoch=True,
+        pattern=r'coco/bbox_mAP_50: ([0-9.]+)',
+        margin=MARGIN_AP50,
+        name='Mask R-CNN bbox AP50')
+
+
+@pytest.mark.slow
+def test_upernet_demo_learns(scenes, tmp_path):
+    iters = SHORT_ITERS_UPERNET
+    check_learns(
+        UPERNET,
+        scenes,
+        tmp_path, [
+            f'train_cfg.max_iters={iters}',
+            f'train_cfg.val_interval={iters + 1}',
+            f'param_scheduler.1.end={iters}',
+            f'default_hooks.checkpoint.interval={iters}'
+        ],
+        by_epoch=False,
+        pattern=r'mIoU: ([0-9.]+)',
+        margin=MARGIN_MIOU,
+        name='UperNet mIoU')
