@@ -10,16 +10,12 @@ Both run the tools as a user does: a subprocess of the interpreter running
 the tests (the project's virtual environment), from the repository root.
 """
 import importlib.util
-import os
 import os.path as osp
 import re
-import subprocess
-import sys
-import time
 
 import pytest
+from demo_runs import ROOT, describe, run_tool
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 TNT_CONFIG = 'configs/tnt/tnt-s-p16_16xb64_in1k.py'
 FASHION_MNIST = osp.join(ROOT, 'data', 'fashion_mnist')
@@ -29,31 +25,6 @@ FASHION_MNIST = osp.join(ROOT, 'data', 'fashion_mnist')
 SHORT_TRAIN_IMAGES = 19200
 SHORT_TEST_IMAGES = 2000
 MIN_SHORT_TOP1 = 50.0
-
-
-def run_tool(args, timeout):
-    """Run ``python tools/...`` from the repository root; return the result
-    and the wall time in seconds."""
-    env = dict(os.environ)
-    # One compute thread: PyTorch's OpenMP threads spin while they wait, so
-    # two threads on a 2-core machine that is busy with anything else run
-    # several times slower than one. MMTNT_TEST_THREADS overrides this.
-    env['OMP_NUM_THREADS'] = os.environ.get('MMTNT_TEST_THREADS', '1')
-    env['PYTHONWARNINGS'] = 'ignore'
-    start = time.monotonic()
-    result = subprocess.run([sys.executable, *args],
-                            cwd=ROOT,
-                            env=env,
-                            capture_output=True,
-                            text=True,
-                            timeout=timeout)
-    return result, time.monotonic() - start
-
-
-def describe(result):
-    """The tail of a failed tool's output, for assertion messages."""
-    out = (result.stdout + result.stderr)[-4000:]
-    return f'exit status {result.returncode}; output ends with:\n{out}'
 
 
 @pytest.fixture(scope='module')

@@ -11,16 +11,12 @@ The tools run as a user runs them: subprocesses of the interpreter running
 the tests, from the repository root.
 """
 import importlib.util
-import os
 import os.path as osp
 import re
-import subprocess
-import sys
-import time
 
 import pytest
+from demo_runs import ROOT, describe, run_tool
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
 UPERNET = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
@@ -38,30 +34,6 @@ SHORT_EPOCHS_MASK_RCNN = 8  # of 20
 SHORT_ITERS_UPERNET = 500  # of 2000
 MARGIN_AP50 = 0.2  # COCO bbox AP at IoU 0.5, 0..1
 MARGIN_MIOU = 10.0  # mmseg's mIoU, in percent
-
-
-def run_tool(args, timeout):
-    """Run ``python tools/...`` from the repository root; return the result
-    and the wall time in seconds."""
-    env = dict(os.environ)
-    # One compute thread (see tests/test_demo.py); MMTNT_TEST_THREADS
-    # overrides it.
-    env['OMP_NUM_THREADS'] = os.environ.get('MMTNT_TEST_THREADS', '1')
-    env['PYTHONWARNINGS'] = 'ignore'
-    start = time.monotonic()
-    result = subprocess.run([sys.executable, *args],
-                            cwd=ROOT,
-                            env=env,
-                            capture_output=True,
-                            text=True,
-                            timeout=timeout)
-    return result, time.monotonic() - start
-
-
-def describe(result):
-    """The tail of a failed tool's output, for assertion messages."""
-    out = (result.stdout + result.stderr)[-4000:]
-    return f'exit status {result.returncode}; output ends with:\n{out}'
 
 
 @pytest.fixture(scope='module')

@@ -47,7 +47,8 @@ CASES = {
     'pcpvt': (dict(type='mmtnt.PCPVT', arch=SMALL_TWINS),
               dict(out_indices=(0, 1, 2, 3), out_type='featmap',
                    norm_after_stage=True), 32),
-    'svt': (dict(type='mmtnt.SVT', arch=dict(SMALL_TWINS, window_sizes=[7] * 4)),
+    'svt': (dict(
+        type='mmtnt.SVT', arch=dict(SMALL_TWINS, window_sizes=[7] * 4)),
             dict(out_indices=(0, 1, 2, 3), out_type='featmap'), 32),
 }
 

@@ -169,8 +169,8 @@ def make_item(rng, items):
         mask = parts == 1 + int(np.argmax(sizes))
     mask = ndimage.binary_fill_holes(mask)
     rows, cols = np.nonzero(mask)
-    box = (slice(rows.min(), rows.max() + 1), slice(cols.min(),
-                                                     cols.max() + 1))
+    box = (slice(rows.min(), rows.max() + 1),
+           slice(cols.min(), cols.max() + 1))
     shade = 0.3 + 0.7 * grey[box] / max(grey.max(), 1e-6)
     rgb = shade[..., None] * random_colour(rng)
     return label, rgb, mask[box]
