@@ -65,8 +65,8 @@ from prepare_fashion_mnist import find_source, package_dirs  # noqa: E402
 ITEM_CLASSES = {0: 'tshirt', 1: 'trouser', 7: 'sneaker', 8: 'bag'}
 CLASSES = tuple(ITEM_CLASSES.values())
 CLASSES_SEG = ('background', ) + CLASSES
-# Pictures shipped inside scikit-image (no download), and whether they are
-# grey textures, which get a random tint.
+# Pictures shipped inside scikit-image (no download); the grey ones
+# (textures) get a random tint.
 BACKGROUNDS = ('astronaut', 'chelsea', 'coffee', 'rocket',
                'immunohistochemistry', 'brick', 'grass', 'gravel', 'camera',
                'moon')
@@ -187,9 +187,10 @@ def place(rng, canvas_masks, mask):
         full[top:top + height, left:left + width] = mask
         fine = True
         for _, visible, whole in canvas_masks:
-            left = visible & ~full
-            if left.sum() < (1 - MAX_HIDDEN) * whole or not np.array_equal(
-                    ndimage.binary_fill_holes(left), left):
+            remaining = visible & ~full
+            if remaining.sum() < (1 - MAX_HIDDEN) * whole or \
+                    not np.array_equal(
+                        ndimage.binary_fill_holes(remaining), remaining):
                 fine = False
                 break
         if fine:
