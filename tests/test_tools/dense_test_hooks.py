@@ -10,14 +10,8 @@ import os.path as osp
 
 import torch
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
-
-
-def bare_model(runner):
-    """Return the runner's model without its DDP wrapper."""
-    model = runner.model
-    return model.module if is_model_wrapper(model) else model
+from tool_test_hooks import bare_model
 
 
 def parameters(runner):
