@@ -1,0 +1,98 @@
+"""The memory-saving MLP computes exactly what the plain layers compute."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mmtnt.models.utils import Mlp, gelu_mlp
+
+
+def plain_mlp(mlp, x):
+    return mlp.fc2(mlp.act(mlp.fc1(x)))
+
+
+def grads_of(mlp, x, forward):
+    mlp.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_()
+    out = forward(mlp, x)
+    (out.square() * torch.linspace(-1, 1, out.shape[-1])).sum().backward()
+    return [out.detach(), x.grad] + [p.grad for p in mlp.parameters()]
+
+
+@pytest.mark.parametrize('approximate', ['none', 'tanh'])
+def test_same_values_and_gradients_as_plain_layers(approximate):
+    torch.manual_seed(0)
+    mlp = Mlp(24, 96, act_cfg=dict(type='GELU', approximate=approximate))
+    x = torch.randn(3, 37, 24)
+    ours = grads_of(mlp, x, lambda m, t: m(t))
+    plain = grads_of(mlp, x, plain_mlp)
+    for a, b in zip(ours, plain):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_keeps_one_hidden_tensor_for_backward():
+    """The plain layers keep the GELU's input and output; gelu_mlp only the
+    input."""
+    torch.manual_seed(0)
+    mlp = Mlp(8, 512)
+    x = torch.randn(3, 8, requires_grad=True)
+
+    def hidden_tensors_kept(forward):
+        kept = []
+
+        def pack(tensor):
+            if tensor.shape == (3, 512):
+                kept.append(tensor.data_ptr())
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            forward(mlp, x)
+        return len(set(kept))
+
+    assert hidden_tensors_kept(plain_mlp) == 2
+    assert hidden_tensors_kept(lambda m, t: m(t)) == 1
+
+
+def test_frozen_layers_and_inputs_without_gradients():
+    torch.manual_seed(0)
+    mlp = Mlp(16, 64)
+    mlp.fc1.requires_grad_(False)
+    x = torch.randn(5, 16)
+    out = mlp(x)
+    out.sum().backward()
+    assert mlp.fc1.weight.grad is None
+    torch.testing.assert_close(out, plain_mlp(mlp, x), rtol=0, atol=0)
+    expected = torch.autograd.grad(plain_mlp(mlp, x).sum(), mlp.fc2.weight)[0]
+    torch.testing.assert_close(mlp.fc2.weight.grad, expected)
+
+
+def test_autocast_casts_like_linear():
+    torch.manual_seed(0)
+    mlp = Mlp(16, 64)
+    x = torch.randn(4, 16, requires_grad=True)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        ours, plain = mlp(x), plain_mlp(mlp, x)
+    assert ours.dtype == plain.dtype == torch.bfloat16
+    torch.testing.assert_close(ours, plain, rtol=0, atol=0)
+    ours.float().sum().backward()
+    assert mlp.fc1.weight.grad.dtype == torch.float32
+
+
+def test_plain_layers_with_dropout_or_other_activations():
+    """Dropout in training and non-GELU activations take the plain path
+    (the saved-tensor trick only covers the GELU)."""
+    mlp = Mlp(8, 32, act_cfg=dict(type='ReLU'))
+    assert not mlp._saves_memory()
+    mlp = Mlp(8, 32, drop=0.1).train()
+    assert not mlp._saves_memory()
+    assert mlp.eval()._saves_memory()
+    with torch.no_grad():
+        assert not mlp._saves_memory()
+
+
+def test_function_form_matches_functional():
+    torch.manual_seed(0)
+    fc1, fc2 = nn.Linear(6, 12, bias=False), nn.Linear(12, 6)
+    x = torch.randn(2, 3, 6)
+    torch.testing.assert_close(
+        gelu_mlp(x, fc1, fc2), fc2(F.gelu(fc1(x))), rtol=0, atol=0)
