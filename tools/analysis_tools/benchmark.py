@@ -1,39 +1,62 @@
-"""Time mmtnt's backbones against other implementations of the same
-architecture, side by side in one process.
+"""Time mmtnt's backbones, measure their training memory, and compare them
+with other implementations of the same architecture in one process.
 
-Every implementation is wrapped into an ImageNet classifier (backbone,
-global average pooling where the backbone does not pool, a 1000-class linear
-head) and timed on the same random batch for
+A benchmark is a variant name (``--list`` shows them) or a config file,
+whose ``model.backbone`` is measured. Every backbone is wrapped into an
+ImageNet classifier (global average pooling where the backbone does not
+pool, a 1000-class linear head) and run on one random batch:
 
-- ``forward``: ``model.eval()`` under ``torch.no_grad()``;
+- ``forward``: ``model.eval()`` under ``torch.no_grad()``, in images/s;
 - ``train``: ``model.train()``, forward, cross-entropy, backward and one
-  AdamW step.
+  AdamW step, in ms per step;
+- ``memory``: the memory one train step adds, its peak minus what was
+  allocated before it (parameters and optimizer state, no gradients). On
+  the CPU this is the peak resident memory with the C allocator set to
+  return every freed tensor to the system (``mallopt``), measured after
+  all timings; on a GPU, ``torch.cuda.max_memory_allocated``.
 
-After warm-up runs, the implementations take turns (the order rotates every
-round), so a change of machine load hits all of them alike; the table shows
-the median over the rounds in milliseconds per image and, for each peer, the
-median over the rounds of the ratio peer time / mmtnt time within the round
-(above 1: mmtnt is faster), which cancels slow drifts of the machine's load.
+With ``--compare``, the timm, mmpretrain and mmseg implementations of the
+variant run too (those installed). After warm-up runs the implementations
+take turns, the order rotating every round, so a change of machine load
+hits all of them alike. The tables give medians over the rounds and, per
+peer, the median of the per-round ratios, so slow drifts of the load
+cancel: ``time peer/mmtnt`` above 1 means mmtnt is faster, ``memory
+mmtnt/peer`` below 1 that it needs less.
+
+Each time is also given as achieved GFLOP/s (2 FLOPs per multiply-add, the
+forward's multiply-adds as counted by ``get_flops.py``, attention products
+included; a train step counts three forwards' worth) and as a fraction of
+the machine's measured matrix-product peak for the dtype used (the best of
+repeated large products with the same threads).
 
 Examples:
-    python tools/analysis_tools/benchmark.py pcpvt-s svt-s
-    python tools/analysis_tools/benchmark.py tnt-s --batch-size 4 --rounds 3
+    python tools/analysis_tools/benchmark.py pcpvt-s svt-s --compare
+    python tools/analysis_tools/benchmark.py tnt-s --modes memory \\
+        --img-size 512 --batch-size 2 --compare
+    python tools/analysis_tools/benchmark.py \\
+        configs/twins/twins-svt-s_8xb128_in1k.py --amp
     python tools/analysis_tools/benchmark.py svt-s --profile mmtnt
     python tools/analysis_tools/benchmark.py --list
-
-New architectures are added to :data:`BENCHMARKS`: the mmtnt backbone's
-config and the peers that implement the same model (none for a model that
-exists only in mmtnt, such as PyramidTNT).
 """
 import argparse
+import contextlib
+import ctypes
 import os
+import os.path as osp
 import statistics
+import sys
 import time
 from functools import partial
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from get_flops import (default_shape, flop_analyzer,  # noqa: E402
+                       load_config)
+
+MODES = ('forward', 'train', 'memory')
 
 
 class PooledClassifier(nn.Module):
@@ -66,21 +89,31 @@ class TensorModeClassifier(nn.Module):
         return self.classifier(x, mode='tensor')
 
 
-def build_mmtnt(backbone_cfg, in_channels):
+def build_mmtnt(backbone_cfg, img_size):
+    """An mmtnt backbone in a :class:`PooledClassifier` (the head's width
+    is read off one forward pass at ``img_size``)."""
     from mmtnt.registry import MODELS
-    backbone = MODELS.build(backbone_cfg)
+    backbone = MODELS.build(dict(backbone_cfg))
     if hasattr(backbone, 'init_weights'):
         backbone.init_weights()
-    return PooledClassifier(backbone, in_channels)
+    with torch.no_grad():
+        feat = backbone.eval()(torch.zeros(1, 3, *img_size))
+    return PooledClassifier(backbone, feat[-1].shape[1])
 
 
-def build_timm(name, **kwargs):
+def build_timm(name, img_size, sized=False):
+    """A timm model; with ``sized``, its position embeddings are made for
+    ``img_size``."""
     import timm
+    kwargs = dict(img_size=img_size) if sized else {}
     return timm.create_model(name, pretrained=False, **kwargs)
 
 
-def build_mmpretrain(backbone_cfg, in_channels, neck=True):
+def build_mmpretrain(backbone_cfg, in_channels, img_size, neck=True,
+                     sized=False):
     from mmpretrain.registry import MODELS
+    if sized:
+        backbone_cfg = dict(backbone_cfg, img_size=img_size)
     classifier = MODELS.build(
         dict(
             type='ImageClassifier',
@@ -96,277 +129,578 @@ def build_mmpretrain(backbone_cfg, in_channels, neck=True):
     return TensorModeClassifier(classifier)
 
 
-def build_mmseg(backbone_cfg, in_channels):
+def build_mmseg(backbone_cfg, in_channels, img_size):
     from mmseg.registry import MODELS
     return PooledClassifier(MODELS.build(backbone_cfg), in_channels)
 
 
-_PCPVT_S = dict(
-    embed_dims=[64, 128, 320, 512],
-    num_heads=[1, 2, 5, 8],
-    mlp_ratios=[8, 8, 4, 4],
-    depths=[3, 4, 6, 3],
-    sr_ratios=[8, 4, 2, 1])
-_SVT_S = dict(
-    embed_dims=[64, 128, 256, 512],
-    num_heads=[2, 4, 8, 16],
-    mlp_ratios=[4, 4, 4, 4],
-    depths=[2, 2, 10, 4],
-    sr_ratios=[8, 4, 2, 1])
+_TWINS = {
+    'pcpvt': dict(
+        s=dict(embed_dims=[64, 128, 320, 512], depths=[3, 4, 6, 3]),
+        b=dict(embed_dims=[64, 128, 320, 512], depths=[3, 4, 18, 3]),
+        l=dict(embed_dims=[64, 128, 320, 512], depths=[3, 8, 27, 3])),
+    'svt': dict(
+        s=dict(embed_dims=[64, 128, 256, 512], depths=[2, 2, 10, 4]),
+        b=dict(embed_dims=[96, 192, 384, 768], depths=[2, 2, 18, 2]),
+        l=dict(embed_dims=[128, 256, 512, 1024], depths=[2, 2, 18, 2])),
+}
+_SIZE_NAMES = dict(s='small', b='base', l='large')
+_ARCH_NAMES = dict(_SIZE_NAMES, ti='tiny', m='medium')
 
-# name -> input size and a builder per implementation ('mmtnt' first).
-BENCHMARKS = {
-    'pcpvt-s':
-    dict(
+
+def _twins_variant(kind, size):
+    """The mmtnt backbone and peers of Twins ``kind`` (pcpvt/svt), size
+    ``size`` (s/b/l)."""
+    dims = _TWINS[kind][size]['embed_dims']
+    channels = dims[-1]
+    if kind == 'pcpvt':
+        heads, mlp_ratios = [1, 2, 5, 8], [8, 8, 4, 4]
+        mmseg_extra = dict()
+    else:
+        heads, mlp_ratios = [d // 32 for d in dims], [4, 4, 4, 4]
+        # mmseg spells the argument so.
+        mmseg_extra = dict(windiow_sizes=[7] * 4, norm_after_stage=False)
+    mmpretrain_cfg = dict(
+        type=kind.upper(),
+        arch=_SIZE_NAMES[size],
+        qkv_bias=True,
+        norm_after_stage=[False, False, False, True])
+    if kind == 'pcpvt':
+        # mmpretrain's PCPVT blocks default to eps 1e-5 (official: 1e-6).
+        mmpretrain_cfg['norm_cfg'] = dict(type='LN', eps=1e-6)
+    return dict(
+        backbone=dict(type=f'mmtnt.{kind.upper()}', arch=size),
         img_size=224,
-        impls=dict(
-            mmtnt=partial(build_mmtnt, dict(type='mmtnt.PCPVT', arch='s'),
-                          512),
-            timm=partial(build_timm, 'twins_pcpvt_small'),
-            mmpretrain=partial(
-                build_mmpretrain,
-                dict(
-                    type='PCPVT',
-                    arch='small',
-                    qkv_bias=True,
-                    norm_cfg=dict(type='LN', eps=1e-6),
-                    norm_after_stage=[False, False, False, True]), 512),
+        peers=dict(
+            timm=partial(build_timm,
+                         f'twins_{kind}_{_SIZE_NAMES[size]}'),
+            mmpretrain=partial(build_mmpretrain, mmpretrain_cfg, channels),
             mmseg=partial(
                 build_mmseg,
                 dict(
-                    type='PCPVT',
+                    type=kind.upper(),
                     qkv_bias=True,
                     out_indices=(3, ),
                     drop_path_rate=0.,
-                    **_PCPVT_S), 512))),
-    'svt-s':
-    dict(
+                    embed_dims=dims,
+                    num_heads=heads,
+                    mlp_ratios=mlp_ratios,
+                    depths=_TWINS[kind][size]['depths'],
+                    sr_ratios=[8, 4, 2, 1],
+                    **mmseg_extra), channels)))
+
+
+def _tnt_variant(size):
+    channels = dict(s=384, b=640)[size]
+    return dict(
+        backbone=dict(type='mmtnt.TNT', arch=size),
         img_size=224,
-        impls=dict(
-            mmtnt=partial(build_mmtnt, dict(type='mmtnt.SVT', arch='s'), 512),
-            timm=partial(build_timm, 'twins_svt_small'),
+        sized=True,
+        peers=dict(
+            timm=partial(
+                build_timm, f'tnt_{size}_patch16_224', sized=True),
             mmpretrain=partial(
                 build_mmpretrain,
-                dict(
-                    type='SVT',
-                    arch='small',
-                    qkv_bias=True,
-                    norm_after_stage=[False, False, False, True]), 512),
-            mmseg=partial(
-                build_mmseg,
-                dict(
-                    type='SVT',
-                    qkv_bias=True,
-                    out_indices=(3, ),
-                    drop_path_rate=0.,
-                    windiow_sizes=[7, 7, 7, 7],
-                    norm_after_stage=False,
-                    **_SVT_S), 512))),
-    'tnt-s':
-    dict(
-        img_size=224,
-        impls=dict(
-            mmtnt=partial(build_mmtnt, dict(type='mmtnt.TNT', arch='s'), 384),
-            timm=partial(build_timm, 'tnt_s_patch16_224'),
-            mmpretrain=partial(
-                build_mmpretrain, dict(type='TNT', arch='s'), 384,
-                neck=False))),
-    # Exists only in mmtnt: timed alone (no ratios).
-    'pyramidtnt-s':
-    dict(
-        img_size=256,
-        impls=dict(
-            mmtnt=partial(build_mmtnt,
-                          dict(type='mmtnt.PyramidTNT', arch='s'), 512))),
+                dict(type='TNT', arch=size),
+                channels,
+                neck=False,
+                sized=True)))
+
+
+def _pyramid_tnt_variant(size):
+    # Exists only in mmtnt: measured alone (no ratios).
+    return dict(
+        backbone=dict(type='mmtnt.PyramidTNT', arch=size),
+        img_size=192 if size == 'ti' else 256,
+        sized=True,
+        peers=dict())
+
+
+# name -> the mmtnt backbone, its input side and the peers' builders.
+VARIANTS = {
+    **{f'tnt-{s}': _tnt_variant(s)
+       for s in ('s', 'b')},
+    **{f'pyramidtnt-{s}': _pyramid_tnt_variant(s)
+       for s in ('ti', 's', 'm', 'b')},
+    **{f'{k}-{s}': _twins_variant(k, s)
+       for k in ('pcpvt', 'svt') for s in ('s', 'b', 'l')},
 }
 
 
-def time_forward(model, images):
-    with torch.no_grad():
+class Benchmark:
+    """What to build and at which size.
+
+    Args:
+        name (str): Shown in the tables.
+        backbone (dict): The mmtnt backbone's config.
+        img_size (tuple[int, int]): Input (H, W).
+        peers (dict): Peer name -> builder taking ``img_size``.
+        sized (bool): Whether the backbones take ``img_size`` (position
+            terms made for it).
+    """
+
+    def __init__(self, name, backbone, img_size, peers, sized=False):
+        self.name = name
+        self.backbone = dict(backbone)
+        if sized:
+            self.backbone['img_size'] = img_size
+        self.img_size = img_size
+        self.peers = peers
+
+    def builders(self, compare):
+        """The implementations to build: mmtnt first, then the peers."""
+        impls = dict(mmtnt=partial(build_mmtnt, self.backbone))
+        if compare:
+            impls.update(self.peers)
+        return impls
+
+
+def _matching_variant(backbone):
+    """The variant whose backbone has the type and arch of ``backbone``
+    (None if there is none)."""
+
+    def full(arch):
+        return _ARCH_NAMES.get(arch, arch)
+
+    for variant in VARIANTS.values():
+        ref = variant['backbone']
+        if ref['type'] == backbone.get('type') and full(
+                ref['arch']) == full(backbone.get('arch')):
+            return variant
+    return None
+
+
+def resolve_benchmark(name, img_size=None):
+    """A :class:`Benchmark` from a variant name or a config file.
+
+    Args:
+        name (str): A key of :data:`VARIANTS`, or a config path (its
+            ``model.backbone``; peers are those of the variant with the same
+            type and arch, if any).
+        img_size (tuple[int, int], optional): Input (H, W); by default the
+            variant's published size, or the config's test size.
+
+    Returns:
+        Benchmark: The benchmark.
+    """
+    if name.endswith('.py'):
+        cfg = load_config(name)
+        backbone = dict(cfg.model.backbone)
+        variant = _matching_variant(backbone)
+        img_size = img_size or tuple(default_shape(cfg)[0])
+        peers = variant['peers'] if variant else {}
+        sized = 'img_size' in backbone or bool(
+            variant and variant.get('sized'))
+        return Benchmark(
+            osp.basename(name)[:-3], backbone, img_size, peers, sized)
+    if name not in VARIANTS:
+        raise SystemExit(f'Unknown benchmark {name!r}: give a config file '
+                         f'or one of {sorted(VARIANTS)}.')
+    variant = VARIANTS[name]
+    side = variant['img_size']
+    return Benchmark(name, variant['backbone'], img_size or (side, side),
+                     variant['peers'], variant.get('sized', False))
+
+
+def synchronize(device):
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def time_forward(model, images, autocast):
+    with torch.no_grad(), autocast():
         start = time.perf_counter()
         model(images)
+        synchronize(images.device)
         return time.perf_counter() - start
 
 
-def time_train_step(model, optimizer, images, labels):
+def time_train_step(model, optimizer, images, labels, autocast):
     start = time.perf_counter()
     optimizer.zero_grad(set_to_none=True)
-    F.cross_entropy(model(images), labels).backward()
+    with autocast():
+        loss = F.cross_entropy(model(images), labels)
+    loss.backward()
     optimizer.step()
+    synchronize(images.device)
     return time.perf_counter() - start
 
 
-def build_candidates(bench, only=None):
+def _resident_bytes(key):
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith(key + ':'):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f'{key} is not in /proc/self/status.')
+
+
+def release_freed_memory():
+    """Make the C allocator return freed blocks to the system at once
+    (glibc only), so that the resident memory follows the live tensors.
+
+    Returns:
+        bool: Whether the allocator could be set.
+    """
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    ok = libc.mallopt(m_mmap_threshold, 64 * 1024) == 1 and libc.mallopt(
+        m_trim_threshold, 1 << 20) == 1
+    libc.malloc_trim(0)
+    return ok
+
+
+def train_step_memory(model, optimizer, images, labels, autocast):
+    """The bytes one train step adds at its peak (see the module doc)."""
+    step = partial(time_train_step, model, optimizer, images, labels,
+                   autocast)
+    step()  # optimizer state exists from here on
+    optimizer.zero_grad(set_to_none=True)
+    if images.device.type == 'cuda':
+        torch.cuda.synchronize(images.device)
+        before = torch.cuda.memory_allocated(images.device)
+        torch.cuda.reset_peak_memory_stats(images.device)
+        step()
+        return torch.cuda.max_memory_allocated(images.device) - before
+    before = _resident_bytes('VmRSS')
+    with open('/proc/self/clear_refs', 'w') as clear_refs:
+        clear_refs.write('5')  # reset the peak (VmHWM) to the current RSS
+    step()
+    return _resident_bytes('VmHWM') - before
+
+
+def forward_macs(model, images):
+    """Multiply-adds of one forward pass (attention products included)."""
+    analyzer = flop_analyzer(model.eval(), (images, ))
+    with torch.no_grad():
+        return analyzer.total()
+
+
+def matmul_peak(dtype, device, size=2048, repeats=10):
+    """The best GFLOP/s of ``size`` x ``size`` matrix products.
+
+    Args:
+        dtype (torch.dtype): The element type.
+        device (torch.device): Where to multiply.
+        size (int): Side of the square matrices.
+        repeats (int): Products timed; the fastest counts.
+
+    Returns:
+        float: GFLOP/s (2 FLOPs per multiply-add).
+    """
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    best = float('inf')
+    for _ in range(repeats + 1):  # the first is a warm-up
+        synchronize(device)
+        start = time.perf_counter()
+        torch.mm(a, b)
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+def build_candidates(bench, args, device):
     """Build each implementation; those that cannot be built are reported
     and left out."""
     models, skipped = {}, {}
-    for impl, build in bench['impls'].items():
-        if only and impl not in only:
+    for impl, build in bench.builders(args.compare).items():
+        if args.impls and impl not in args.impls:
             continue
         try:
-            models[impl] = build()
+            models[impl] = build(img_size=bench.img_size).to(device)
         except (ImportError, KeyError) as error:
             skipped[impl] = f'{type(error).__name__}: {error}'
     return models, skipped
 
 
-def run_benchmark(name, args):
-    bench = BENCHMARKS[name]
-    size = args.img_size or bench['img_size']
+def make_autocast(args, device):
+    """A context factory: autocast with the chosen dtype, or nothing."""
+    if not args.amp:
+        return contextlib.nullcontext
+    return partial(torch.autocast, device.type, dtype=amp_dtype(args, device))
+
+
+def amp_dtype(args, device):
+    if not args.amp:
+        return torch.float32
+    if args.amp_dtype:
+        return getattr(torch, args.amp_dtype)
+    return torch.bfloat16 if device.type == 'cpu' else torch.float16
+
+
+def _interleaved(runners, args):
+    """Run each runner ``args.warmup`` times, then ``args.rounds`` rounds
+    in rotating order; return the times per runner."""
+    for run in runners.values():
+        for _ in range(args.warmup):
+            run()
+    times = {impl: [] for impl in runners}
+    order = list(runners)
+    for round_index in range(args.rounds):
+        shift = round_index % len(order)
+        for impl in order[shift:] + order[:shift]:
+            times[impl].append(runners[impl]())
+    return times
+
+
+def run_benchmark(bench, args, device):
+    """Measure every implementation of ``bench`` in the chosen modes.
+
+    Returns:
+        tuple[dict, dict, dict]: Per mode and implementation the values
+        (seconds per run, or bytes for ``memory``); the forward MACs per
+        image of the mmtnt model; the implementations left out and why.
+    """
     torch.manual_seed(args.seed)
-    models, skipped = build_candidates(bench, args.impls)
-    images = torch.randn(args.batch_size, 3, size, size)
-    labels = torch.randint(0, 1000, (args.batch_size, ))
-    times = {mode: {impl: [] for impl in models} for mode in args.modes}
-    for mode in args.modes:
+    models, skipped = build_candidates(bench, args, device)
+    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
+    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    autocast = make_autocast(args, device)
+    macs = None
+    if 'mmtnt' in models and args.flops:
+        macs = forward_macs(models['mmtnt'], images[:1])
+    results = {}
+    for mode in ('forward', 'train'):
+        if mode not in args.modes:
+            continue
         runners = {}
         for impl, model in models.items():
             if mode == 'forward':
-                model.eval()
-                runners[impl] = partial(time_forward, model, images)
+                runners[impl] = partial(time_forward, model.eval(), images,
+                                        autocast)
             else:
-                model.train()
                 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                runners[impl] = partial(time_train_step, model, optimizer,
-                                        images, labels)
-        for run in runners.values():
-            for _ in range(args.warmup):
-                run()
-        order = list(runners)
-        for round_index in range(args.rounds):
-            shift = round_index % len(order)
-            for impl in order[shift:] + order[:shift]:
-                times[mode][impl].append(runners[impl]())
-        if mode == 'train':
-            # Free gradients and optimizer state before the next model.
-            for model in models.values():
-                model.zero_grad(set_to_none=True)
-    return size, times, skipped
+                runners[impl] = partial(time_train_step, model.train(),
+                                        optimizer, images, labels, autocast)
+        results[mode] = _interleaved(runners, args)
+        for model in models.values():
+            # Free gradients before the next mode or benchmark.
+            model.zero_grad(set_to_none=True)
+    if 'memory' in args.modes:
+        results['memory'] = {}
+        for impl, model in models.items():
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            results['memory'][impl] = [
+                train_step_memory(model.train(), optimizer, images, labels,
+                                  autocast)
+            ]
+            model.zero_grad(set_to_none=True)
+            del optimizer
+    return results, macs, skipped
 
 
-def format_table(rows, modes):
-    header = ['model', 'impl'] + [f'{m} ms/img' for m in modes] + \
-        [f'{m} ratio' for m in modes]
-    lines = ['| ' + ' | '.join(header) + ' |',
-             '|' + '---|' * len(header)]
-    for row in rows:
-        lines.append('| ' + ' | '.join(row) + ' |')
-    return '\n'.join(lines)
+def _ratio_cell(values, reference, peer_over_own):
+    ratios = [
+        peer / own if peer_over_own else own / peer
+        for peer, own in zip(values, reference)
+    ]
+    if len(ratios) == 1:
+        return f'{ratios[0]:.2f}'
+    return (f'{statistics.median(ratios):.2f} '
+            f'({min(ratios):.2f}-{max(ratios):.2f})')
 
 
-def summarize(name, size, times, skipped, args):
+def summarize(bench, results, macs, skipped, args, peak):
+    """Table rows: one per implementation."""
     rows = []
-    medians = {
-        mode: {
-            impl: statistics.median(values) * 1000 / args.batch_size
-            for impl, values in by_impl.items()
-        }
-        for mode, by_impl in times.items()
-    }
-    impls = list(next(iter(medians.values())))
+    label = f'{bench.name} ({bench.img_size[0]}x{bench.img_size[1]})'
+    impls = list(next(iter(results.values()))) if results else []
+    reference = {mode: values.get('mmtnt') for mode, values in
+                 results.items()}
     for impl in impls:
-        row = [f'{name} ({size})', impl]
-        row += [f'{medians[m][impl]:.1f}' for m in args.modes]
-        for mode in args.modes:
-            reference = times[mode].get('mmtnt')
-            if impl == 'mmtnt' or reference is None:
+        row = [label, impl]
+        for mode, values in results.items():
+            median = statistics.median(values[impl])
+            if mode == 'forward':
+                row.append(f'{args.batch_size / median:.1f} img/s')
+            elif mode == 'train':
+                row.append(f'{median * 1000:.0f} ms')
+            else:
+                row.append(f'{median / 2**20:.0f} MiB')
+            if mode != 'memory' and macs is not None:
+                flops = 2 * macs * args.batch_size * (3 if mode == 'train'
+                                                      else 1)
+                row.append(f'{flops / median / 1e9:.0f} '
+                           f'({flops / median / 1e9 / peak:.0%})')
+            elif mode != 'memory':
+                row.append('-')
+            if impl == 'mmtnt' or reference[mode] is None:
                 row.append('-')
             else:
-                ratios = [
-                    peer / own
-                    for peer, own in zip(times[mode][impl], reference)
-                ]
-                row.append(f'{statistics.median(ratios):.2f} '
-                           f'({min(ratios):.2f}-{max(ratios):.2f})')
+                row.append(
+                    _ratio_cell(values[impl], reference[mode],
+                                peer_over_own=mode != 'memory'))
         rows.append(row)
     for impl, reason in skipped.items():
-        rows.append([f'{name} ({size})', impl] + ['skipped'] *
-                    (2 * len(args.modes)))
-        print(f'{name}: {impl} skipped ({reason})')
+        print(f'{bench.name}: {impl} skipped ({reason})')
     return rows
 
 
-def profile(name, args):
+def table_header(modes):
+    header = ['model', 'impl']
+    for mode in modes:
+        if mode == 'forward':
+            header += ['forward', 'GFLOP/s (of peak)', 'time peer/mmtnt']
+        elif mode == 'train':
+            header += ['train step', 'GFLOP/s (of peak)', 'time peer/mmtnt']
+        else:
+            header += ['train memory', 'memory mmtnt/peer']
+    return header
+
+
+def format_table(header, rows):
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
+    return '\n'.join(lines)
+
+
+def profile(bench, args, device):
+    """Print torch.profiler's table of one forward / train step of the
+    implementation ``args.profile``."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
-    bench = BENCHMARKS[name]
-    size = args.img_size or bench['img_size']
-    model = bench['impls'][args.profile]()
-    images = torch.randn(args.batch_size, 3, size, size)
-    labels = torch.randint(0, 1000, (args.batch_size, ))
+    builders = bench.builders(compare=True)
+    if args.profile not in builders:
+        raise SystemExit(f'{bench.name} has no implementation '
+                         f'{args.profile!r}: choose from {list(builders)}.')
+    model = builders[args.profile](img_size=bench.img_size).to(device)
+    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
+    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    autocast = make_autocast(args, device)
+    activities = [ProfilerActivity.CPU]
+    if device.type == 'cuda':
+        activities.append(ProfilerActivity.CUDA)
     for mode in args.modes:
         if mode == 'forward':
-            model.eval()
-            step = partial(time_forward, model, images)
+            step = partial(time_forward, model.eval(), images, autocast)
+        elif mode == 'train':
+            step = partial(time_train_step, model.train(), optimizer, images,
+                           labels, autocast)
         else:
-            model.train()
-            step = partial(time_train_step, model, optimizer, images, labels)
+            continue
         for _ in range(max(1, args.warmup)):
             step()
-        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        with torch_profile(activities=activities) as prof:
             step()
-        print(f'\n{name} {args.profile} {mode} (batch {args.batch_size}, '
-              f'{size}x{size}):')
+        print(f'\n{bench.name} {args.profile} {mode} (batch '
+              f'{args.batch_size}):')
         print(prof.key_averages().table(
             sort_by='self_cpu_time_total', row_limit=args.profile_rows))
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description='Time mmtnt backbones against timm, mmpretrain and '
-        'mmseg implementations of the same architecture.')
-    parser.add_argument('names', nargs='*', help='benchmarks to run')
-    parser.add_argument('--list', action='store_true',
-                        help='list the benchmarks and exit')
-    parser.add_argument('--impls', nargs='+',
-                        help='time only these implementations')
-    parser.add_argument('--modes', nargs='+', default=['forward', 'train'],
-                        choices=['forward', 'train'])
+        description='Time mmtnt backbones, measure their training memory, '
+        'and compare them with timm, mmpretrain and mmseg.')
+    parser.add_argument(
+        'names', nargs='*', help='variants (see --list) or config files')
+    parser.add_argument(
+        '--list', action='store_true', help='list the variants and exit')
+    parser.add_argument(
+        '--compare',
+        action='store_true',
+        help='also run the timm/mmpretrain/mmseg implementations')
+    parser.add_argument(
+        '--impls', nargs='+', help='run only these implementations')
+    parser.add_argument(
+        '--modes', nargs='+', default=['forward', 'train'], choices=MODES)
     parser.add_argument('--batch-size', type=int, default=8)
-    parser.add_argument('--img-size', type=int,
-                        help='input side (default: the benchmark\'s)')
-    parser.add_argument('--threads', type=int, default=2,
-                        help='torch.set_num_threads (default 2)')
-    parser.add_argument('--warmup', type=int, default=2,
-                        help='untimed runs per implementation and mode')
-    parser.add_argument('--rounds', type=int, default=5,
-                        help='timed runs per implementation and mode')
+    parser.add_argument(
+        '--img-size',
+        type=int,
+        nargs='+',
+        help='input side, or H W (default: the published size, or the '
+        'config\'s test size)')
+    parser.add_argument(
+        '--device', default='cpu', help='cpu, cuda or cuda:N')
+    parser.add_argument(
+        '--amp',
+        action='store_true',
+        help='autocast: bfloat16 on the CPU, float16 on a GPU')
+    parser.add_argument(
+        '--amp-dtype',
+        choices=['float16', 'bfloat16'],
+        help='the autocast dtype (with --amp)')
+    parser.add_argument(
+        '--threads',
+        type=int,
+        default=2,
+        help='torch.set_num_threads (default 2)')
+    parser.add_argument(
+        '--warmup',
+        type=int,
+        default=2,
+        help='untimed runs per implementation and mode')
+    parser.add_argument(
+        '--rounds',
+        type=int,
+        default=5,
+        help='timed runs per implementation and mode')
+    parser.add_argument(
+        '--no-flops',
+        dest='flops',
+        action='store_false',
+        help='skip counting FLOPs (no GFLOP/s columns)')
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--profile', metavar='IMPL',
-                        help='profile one implementation with '
-                        'torch.profiler instead of timing')
+    parser.add_argument(
+        '--profile',
+        metavar='IMPL',
+        help='profile one implementation with torch.profiler instead of '
+        'timing')
     parser.add_argument('--profile-rows', type=int, default=25)
-    return parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.img_size is not None:
+        if len(args.img_size) not in (1, 2) or min(args.img_size) < 1:
+            parser.error('--img-size takes one positive side or H W, got '
+                         f'{args.img_size}.')
+        args.img_size = tuple(args.img_size * (3 - len(args.img_size)))
+    for bad in ('batch_size', 'rounds', 'threads'):
+        if getattr(args, bad) < 1:
+            parser.error(f'--{bad.replace("_", "-")} must be positive.')
+    if args.amp_dtype and not args.amp:
+        parser.error('--amp-dtype needs --amp.')
+    return args
 
 
-def main():
-    args = parse_args()
+def main(argv=None):
+    args = parse_args(argv)
     if args.list or not args.names:
-        for name, bench in BENCHMARKS.items():
-            print(f'{name}: {", ".join(bench["impls"])} '
-                  f'({bench["img_size"]}x{bench["img_size"]})')
+        for name, variant in VARIANTS.items():
+            peers = ', '.join(variant['peers']) or 'no peers'
+            print(f'{name}: {variant["img_size"]}px, {peers}')
         return
-    unknown = [n for n in args.names if n not in BENCHMARKS]
-    if unknown:
-        raise SystemExit(f'Unknown benchmark(s) {unknown}: choose from '
-                         f'{sorted(BENCHMARKS)}.')
+    device = torch.device(args.device)
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit('--device cuda: no GPU is available.')
+    benches = [resolve_benchmark(n, args.img_size) for n in args.names]
     torch.set_num_threads(args.threads)
     if args.profile:
-        for name in args.names:
-            profile(name, args)
+        for bench in benches:
+            profile(bench, args, device)
         return
-    rows = []
+    dtype = amp_dtype(args, device)
+    peak = matmul_peak(dtype, device)
     load = os.getloadavg()[0]
-    for name in args.names:
-        size, times, skipped = run_benchmark(name, args)
-        rows += summarize(name, size, times, skipped, args)
-    print(f'\nbatch {args.batch_size}, {args.threads} threads, median of '
+    if 'memory' in args.modes and device.type == 'cpu' and \
+            not release_freed_memory():
+        print('warning: could not set the C allocator (not glibc?): the '
+              'memory column counts freed but cached blocks too')
+    modes = [m for m in MODES if m in args.modes]
+    rows = []
+    for bench in benches:
+        results, macs, skipped = run_benchmark(bench, args, device)
+        rows += summarize(bench, results, macs, skipped, args, peak)
+    print(f'\n{device.type}, {dtype} '
+          f'{"autocast" if args.amp else "(no autocast)"}, batch '
+          f'{args.batch_size}, {args.threads} threads, median of '
           f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          'runs; ratio = peer time / mmtnt time in the same round, median '
-          f'(min-max); load average {load:.1f} -> '
-          f'{os.getloadavg()[0]:.1f}')
-    print(format_table(rows, args.modes))
+          f'runs; matmul peak {peak:.0f} GFLOP/s; load average {load:.1f} '
+          f'-> {os.getloadavg()[0]:.1f}')
+    print(format_table(table_header(modes), rows))
 
 
 if __name__ == '__main__':
