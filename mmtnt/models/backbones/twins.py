@@ -12,6 +12,7 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
 from ..utils import Mlp, normalize_out_indices, resolve_arch
+from ..utils.attention import scaled_dot_product_attention
 from ..utils.cpu_fusion import can_fuse, linear_add, linear_gelu
 from ..utils.layout import map_to_tokens, tokens_to_map
 from .base_backbone import BaseBackbone
@@ -154,7 +155,7 @@ class GlobalSubsampledAttention(nn.Module):
         else:
             q, k, v = self.qkv(x).unflatten(-1, (3, heads, -1)).permute(
                 2, 0, 3, 1, 4).unbind(0)
-        x = F.scaled_dot_product_attention(
+        x = scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0.)
         return _project(self, x.transpose(1, 2).reshape(B, N, C), identity)
 
@@ -245,7 +246,7 @@ class LocallyGroupedAttention(nn.Module):
         if pad_b or pad_r:
             mask = self.padding_mask(hw_shape, ws, x.device).repeat(
                 B, 1, 1, 1)
-        windows = F.scaled_dot_product_attention(
+        windows = scaled_dot_product_attention(
             q, k, v, attn_mask=mask,
             dropout_p=self.attn_drop if self.training else 0.)
         windows = windows.transpose(1, 2).reshape(B, nh, nw, ws, ws, C)

@@ -1,0 +1,77 @@
+"""Both routes of mmtnt's attention compute PyTorch's fused attention."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmtnt.models.utils.attention import (_explicit_is_faster,
+                                          scaled_dot_product_attention)
+
+
+def qkv(num_keys, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(2, 3, 11, 8), (2, 3, num_keys, 8), (2, 3, num_keys, 5)]
+    return [
+        torch.randn(*s, generator=gen).to(dtype).requires_grad_()
+        for s in shapes
+    ]
+
+
+@pytest.mark.parametrize('num_keys', [16, 49])
+@pytest.mark.parametrize('masked', [False, True])
+def test_same_values_and_gradients_as_fused_kernel(num_keys, masked):
+    mask = None
+    if masked:
+        mask = torch.arange(num_keys) < num_keys - 3
+        mask = mask.view(1, 1, 1, num_keys).expand(2, 1, 1, num_keys)
+    results = []
+    for attention in (scaled_dot_product_attention,
+                      F.scaled_dot_product_attention):
+        q, k, v = qkv(num_keys)
+        out = attention(q, k, v, attn_mask=mask)
+        (out * torch.linspace(-1, 1, 5)).sum().backward()
+        results.append([out, q.grad, k.grad, v.grad])
+    for ours, fused in zip(*results):
+        torch.testing.assert_close(ours, fused, rtol=1e-5, atol=1e-6)
+
+
+def test_routes():
+    """Explicit products for low precision and <= 16 keys on the CPU, the
+    fused kernel for longer float32 sequences."""
+    q, k, _ = qkv(16)
+    assert _explicit_is_faster(q, k)
+    q, k, _ = qkv(49)
+    assert not _explicit_is_faster(q, k)
+    assert _explicit_is_faster(q.bfloat16(), k.bfloat16())
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        assert _explicit_is_faster(q, k)
+
+
+def test_low_precision_route_matches_float32():
+    q, k, v = qkv(49, torch.bfloat16)
+    out = scaled_dot_product_attention(q, k, v)
+    assert out.dtype == torch.bfloat16
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    torch.testing.assert_close(out.float(), expected, rtol=0.02, atol=0.02)
+
+
+def test_dropout_drops_weights_in_the_explicit_route():
+    torch.manual_seed(0)
+    q, k, v = qkv(16)
+    v = torch.ones_like(v)
+    # Every weight row sums to 1 without dropout; with p=0.5 the rows of
+    # the kept weights, rescaled by 2, do not.
+    out = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    assert not torch.allclose(out, torch.ones_like(out))
+    torch.testing.assert_close(
+        scaled_dot_product_attention(q, k, v), torch.ones_like(out))
+
+
+@pytest.mark.parametrize('num_keys', [16, 49])
+def test_low_precision_without_autocast_keeps_the_dtype(num_keys):
+    """Short rows take a float32 softmax; the output is still bfloat16 and
+    its gradients reach the inputs."""
+    q, k, v = qkv(num_keys, torch.bfloat16)
+    out = scaled_dot_product_attention(q, k, v)
+    assert out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    assert q.grad.dtype == k.grad.dtype == v.grad.dtype == torch.bfloat16
