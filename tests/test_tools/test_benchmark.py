@@ -49,6 +49,21 @@ def test_config_finds_the_variants_peers():
     assert rows[0][0] == 'twins-pcpvt-small_8xb128_in1k (64x64)'
 
 
+def test_amp_speedup_times_both_precisions():
+    result = run_tool(BENCHMARK, 'pcpvt-s', '--amp-speedup', '--compare',
+                      '--impls', 'mmtnt', 'timm', *QUICK)
+    assert result.returncode == 0
+    assert 'autocast torch.bfloat16 against float32' in result.stdout
+    rows = table_rows(result.stdout)
+    assert [row[1] for row in rows] == ['mmtnt', 'timm']
+    for row in rows:
+        cells = row[2:]
+        assert len(cells) == 6
+        for fp32, amp, speedup in (cells[:3], cells[3:]):
+            assert float(fp32.split()[0]) > 0 and float(amp.split()[0]) > 0
+            assert float(speedup.split()[0]) > 0
+
+
 def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
     """A train step of an MLP over 16384 tokens of hidden width 512 (32 MiB
     per hidden tensor) needs one such tensor less with gelu_mlp."""
@@ -99,6 +114,7 @@ def benchmark():
     (['svt-s', '--img-size', '1', '2', '3'], '--img-size takes one'),
     (['svt-s', '--amp-dtype', 'float16'], '--amp-dtype needs --amp'),
     (['svt-s', '--rounds', '0'], '--rounds must be positive'),
+    (['svt-s', '--amp-speedup', '--amp'], 'leave out --amp'),
 ])
 def test_bad_input_says_what_is_allowed(benchmark, capsys, args, message):
     with pytest.raises(SystemExit) as error:

@@ -23,6 +23,9 @@ peer, the median of the per-round ratios, so slow drifts of the load
 cancel: ``time peer/mmtnt`` above 1 means mmtnt is faster, ``memory
 mmtnt/peer`` below 1 that it needs less.
 
+With ``--amp-speedup`` each implementation runs with and without autocast
+in turns, and the table gives both times and the median per-round speedup.
+
 Each time is also given as achieved GFLOP/s (2 FLOPs per multiply-add, the
 forward's multiply-adds as counted by ``get_flops.py``, attention products
 included; a train step counts three forwards' worth) and as a fraction of
@@ -32,9 +35,10 @@ repeated large products with the same threads).
 Examples:
     python tools/analysis_tools/benchmark.py pcpvt-s svt-s --compare
     python tools/analysis_tools/benchmark.py tnt-s --modes memory \\
-        --img-size 512 --batch-size 2 --compare
+        --img-size 512 --batch-size 2 --compare [--with-cp]
     python tools/analysis_tools/benchmark.py \\
         configs/twins/twins-svt-s_8xb128_in1k.py --amp
+    python tools/analysis_tools/benchmark.py tnt-s svt-s --amp-speedup
     python tools/analysis_tools/benchmark.py svt-s --profile mmtnt
     python tools/analysis_tools/benchmark.py --list
 """
@@ -237,13 +241,18 @@ class Benchmark:
         peers (dict): Peer name -> builder taking ``img_size``.
         sized (bool): Whether the backbones take ``img_size`` (position
             terms made for it).
+        with_cp (bool): Whether mmtnt's backbone recomputes its blocks in
+            the backward pass (the peers do not).
     """
 
-    def __init__(self, name, backbone, img_size, peers, sized=False):
+    def __init__(self, name, backbone, img_size, peers, sized=False,
+                 with_cp=False):
         self.name = name
         self.backbone = dict(backbone)
         if sized:
             self.backbone['img_size'] = img_size
+        if with_cp:
+            self.backbone['with_cp'] = True
         self.img_size = img_size
         self.peers = peers
 
@@ -270,7 +279,7 @@ def _matching_variant(backbone):
     return None
 
 
-def resolve_benchmark(name, img_size=None):
+def resolve_benchmark(name, img_size=None, with_cp=False):
     """A :class:`Benchmark` from a variant name or a config file.
 
     Args:
@@ -279,6 +288,7 @@ def resolve_benchmark(name, img_size=None):
             type and arch, if any).
         img_size (tuple[int, int], optional): Input (H, W); by default the
             variant's published size, or the config's test size.
+        with_cp (bool): Set ``with_cp=True`` in mmtnt's backbone.
 
     Returns:
         Benchmark: The benchmark.
@@ -292,14 +302,15 @@ def resolve_benchmark(name, img_size=None):
         sized = 'img_size' in backbone or bool(
             variant and variant.get('sized'))
         return Benchmark(
-            osp.basename(name)[:-3], backbone, img_size, peers, sized)
+            osp.basename(name)[:-3], backbone, img_size, peers, sized,
+            with_cp)
     if name not in VARIANTS:
         raise SystemExit(f'Unknown benchmark {name!r}: give a config file '
                          f'or one of {sorted(VARIANTS)}.')
     variant = VARIANTS[name]
     side = variant['img_size']
     return Benchmark(name, variant['backbone'], img_size or (side, side),
-                     variant['peers'], variant.get('sized', False))
+                     variant['peers'], variant.get('sized', False), with_cp)
 
 
 def synchronize(device):
@@ -423,8 +434,9 @@ def make_autocast(args, device):
     return partial(torch.autocast, device.type, dtype=amp_dtype(args, device))
 
 
-def amp_dtype(args, device):
-    if not args.amp:
+def amp_dtype(args, device, force=False):
+    """The autocast dtype (float32 without ``--amp``, unless ``force``)."""
+    if not (args.amp or force):
         return torch.float32
     if args.amp_dtype:
         return getattr(torch, args.amp_dtype)
@@ -490,6 +502,54 @@ def run_benchmark(bench, args, device):
             model.zero_grad(set_to_none=True)
             del optimizer
     return results, macs, skipped
+
+
+def run_amp_speedup(bench, args, device):
+    """Time each implementation with and without autocast, in turns.
+
+    Returns:
+        tuple[list[list[str]], dict]: Table rows (per mode the float32 and
+        autocast medians and the median per-round speedup); the
+        implementations left out and why.
+    """
+    torch.manual_seed(args.seed)
+    models, skipped = build_candidates(bench, args, device)
+    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
+    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    contexts = dict(
+        fp32=contextlib.nullcontext,
+        amp=partial(
+            torch.autocast,
+            device.type,
+            dtype=amp_dtype(args, device, force=True)))
+    label = f'{bench.name} ({bench.img_size[0]}x{bench.img_size[1]})'
+    rows = []
+    for impl, model in models.items():
+        row = [label, impl]
+        for mode in ('forward', 'train'):
+            if mode not in args.modes:
+                continue
+            if mode == 'forward':
+                runners = {
+                    k: partial(time_forward, model.eval(), images, c)
+                    for k, c in contexts.items()
+                }
+            else:
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                runners = {
+                    k: partial(time_train_step, model.train(), optimizer,
+                               images, labels, c)
+                    for k, c in contexts.items()
+                }
+            times = _interleaved(runners, args)
+            model.zero_grad(set_to_none=True)
+            row += [
+                f'{statistics.median(times["fp32"]) * 1000:.0f} ms',
+                f'{statistics.median(times["amp"]) * 1000:.0f} ms',
+                _ratio_cell(times['fp32'], times['amp'], True)
+            ]
+        rows.append(row)
+    return rows, skipped
 
 
 def _ratio_cell(values, reference, peer_over_own):
@@ -592,6 +652,26 @@ def profile(bench, args, device):
             sort_by='self_cpu_time_total', row_limit=args.profile_rows))
 
 
+def print_amp_speedup(benches, args, device, load):
+    rows = []
+    for bench in benches:
+        bench_rows, skipped = run_amp_speedup(bench, args, device)
+        rows += bench_rows
+        for impl, reason in skipped.items():
+            print(f'{bench.name}: {impl} skipped ({reason})')
+    header = ['model', 'impl']
+    for mode in ('forward', 'train'):
+        if mode in args.modes:
+            name = 'forward' if mode == 'forward' else 'train step'
+            header += [f'{name} fp32', f'{name} autocast', 'speedup']
+    print(f'\n{device.type}, autocast '
+          f'{amp_dtype(args, device, force=True)} against float32, batch '
+          f'{args.batch_size}, {args.threads} threads, median of '
+          f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
+          f'runs; load average {load:.1f} -> {os.getloadavg()[0]:.1f}')
+    print(format_table(header, rows))
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Time mmtnt backbones, measure their training memory, '
@@ -624,7 +704,12 @@ def parse_args(argv=None):
     parser.add_argument(
         '--amp-dtype',
         choices=['float16', 'bfloat16'],
-        help='the autocast dtype (with --amp)')
+        help='the autocast dtype (with --amp or --amp-speedup)')
+    parser.add_argument(
+        '--amp-speedup',
+        action='store_true',
+        help='time every implementation with and without autocast, in '
+        'turns, and print the speedup autocast gives')
     parser.add_argument(
         '--threads',
         type=int,
@@ -640,6 +725,11 @@ def parse_args(argv=None):
         type=int,
         default=5,
         help='timed runs per implementation and mode')
+    parser.add_argument(
+        '--with-cp',
+        action='store_true',
+        help='mmtnt\'s backbone recomputes its blocks in the backward pass '
+        '(with_cp=True); the peers do not')
     parser.add_argument(
         '--no-flops',
         dest='flops',
@@ -661,8 +751,11 @@ def parse_args(argv=None):
     for bad in ('batch_size', 'rounds', 'threads'):
         if getattr(args, bad) < 1:
             parser.error(f'--{bad.replace("_", "-")} must be positive.')
-    if args.amp_dtype and not args.amp:
-        parser.error('--amp-dtype needs --amp.')
+    if args.amp_dtype and not (args.amp or args.amp_speedup):
+        parser.error('--amp-dtype needs --amp or --amp-speedup.')
+    if args.amp_speedup and (args.amp or 'memory' in args.modes):
+        parser.error('--amp-speedup times forward and train steps with and '
+                     'without autocast: leave out --amp and the memory mode.')
     return args
 
 
@@ -676,15 +769,20 @@ def main(argv=None):
     device = torch.device(args.device)
     if device.type == 'cuda' and not torch.cuda.is_available():
         raise SystemExit('--device cuda: no GPU is available.')
-    benches = [resolve_benchmark(n, args.img_size) for n in args.names]
+    benches = [
+        resolve_benchmark(n, args.img_size, args.with_cp) for n in args.names
+    ]
     torch.set_num_threads(args.threads)
     if args.profile:
         for bench in benches:
             profile(bench, args, device)
         return
+    load = os.getloadavg()[0]
+    if args.amp_speedup:
+        print_amp_speedup(benches, args, device, load)
+        return
     dtype = amp_dtype(args, device)
     peak = matmul_peak(dtype, device)
-    load = os.getloadavg()[0]
     if 'memory' in args.modes and device.type == 'cpu' and \
             not release_freed_memory():
         print('warning: could not set the C allocator (not glibc?): the '
