@@ -9,6 +9,7 @@ Examples::
     python tools/train.py configs/demo/tnt-demo_1xb128_fashion-mnist.py
     python tools/train.py CONFIG --resume            # latest in work_dir
     python tools/train.py CONFIG --amp --cfg-options train_cfg.max_epochs=1
+    python tools/train.py CONFIG --compile --amp     # torch.compile + AMP
     bash tools/dist_train.sh CONFIG 2                # 2 processes
 """
 import argparse
@@ -20,7 +21,7 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from mmtnt.engine import CPUAmpOptimWrapper
+from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
 from mmtnt.utils import (check_data_paths, register_checkpoint_safe_globals,
                          setup_cpu_distributed)
 
@@ -42,6 +43,12 @@ def parse_args():
         action='store_true',
         help='automatic mixed precision: float16 with dynamic loss scaling '
         'on CUDA, bfloat16 on the CPU')
+    parser.add_argument(
+        '--compile',
+        action='store_true',
+        help='compile the train step with torch.compile (the `compile` key '
+        'of the config; a dict there gives torch.compile arguments): the '
+        'first iterations are slow while it compiles')
     parser.add_argument(
         '--auto-scale-lr',
         action='store_true',
@@ -86,6 +93,39 @@ def enable_amp(cfg):
         cfg.optim_wrapper.dtype = 'bfloat16'
 
 
+def enable_compile(cfg):
+    """Have the runner compile the model's ``train_step`` with
+    ``torch.compile``.
+
+    mmengine's runner reads ``cfg.compile``: True for the default arguments
+    (the inductor backend), or a dict of ``torch.compile`` arguments, which
+    is kept as it is.
+
+    Args:
+        cfg (Config): The full config; changed in place.
+    """
+    if not isinstance(cfg.get('compile'), dict):
+        cfg.compile = True
+
+
+def add_compile_hooks(cfg):
+    """Add the hooks that a compiled train step needs, if the config
+    compiles (``cfg.compile`` is True or a dict).
+
+    :class:`CompileHook` works around what TorchDynamo cannot trace or
+    keeps recompiling in mmengine's train step.
+
+    Args:
+        cfg (Config): The full config; changed in place.
+    """
+    if not cfg.get('compile'):
+        return
+    hook = dict(type=f'mmtnt.{CompileHook.__name__}')
+    hooks = list(cfg.get('custom_hooks', []))
+    if hook['type'] not in [h.get('type') for h in hooks]:
+        cfg.custom_hooks = hooks + [hook]
+
+
 def merge_args(cfg, args):
     """Merge the command-line arguments into the config.
 
@@ -107,6 +147,8 @@ def merge_args(cfg, args):
 
     if args.amp:
         enable_amp(cfg)
+    if args.compile:
+        enable_compile(cfg)
 
     # `--resume` alone finds the latest checkpoint in work_dir.
     if args.resume == 'auto':
@@ -124,6 +166,7 @@ def merge_args(cfg, args):
 
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)
+    add_compile_hooks(cfg)
     return cfg
 
 

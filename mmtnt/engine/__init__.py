@@ -1,3 +1,4 @@
+from .compile_hook import CompileHook
 from .optim_wrapper import CPUAmpOptimWrapper
 
-__all__ = ['CPUAmpOptimWrapper']
+__all__ = ['CompileHook', 'CPUAmpOptimWrapper']

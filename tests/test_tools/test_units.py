@@ -1,4 +1,5 @@
 """In-process tests of mmtnt.utils, mmtnt.engine and the tools' merge_args."""
+import argparse
 import importlib.util
 import io
 import os
@@ -8,11 +9,14 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as torch_dist
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 from mmengine.logging import HistoryBuffer
+from mmengine.model import BaseDataPreprocessor
+from mmengine.optim import OptimWrapper
 from tool_utils import BASE_CONFIG, TOOLS, free_port
+from torch._dynamo.testing import CompileCounter
 
-from mmtnt.engine import CPUAmpOptimWrapper
+from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
 from mmtnt.utils import (check_data_paths, cpu_model_wrapper_cfg,
                          init_cpu_process_group,
                          register_checkpoint_safe_globals,
@@ -209,6 +213,53 @@ def test_cpu_amp_optim_wrapper_refuses_float16():
             optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
 
 
+# ---------------------------------------------------------------- compile
+class TinyModel(torch.nn.Module):
+    """A layer and mmengine's data preprocessor, as a runner's model."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(2, 2)
+        self.data_preprocessor = BaseDataPreprocessor()
+
+
+def test_compile_hook_makes_the_paramwise_optimizer_traceable():
+    model = TinyModel()
+    # The parameter groups as DefaultOptimWrapperConstructor builds them
+    # with paramwise_cfg.
+    groups = [
+        ConfigDict(params=[model.linear.weight], lr=0.1),
+        ConfigDict(params=[model.linear.bias], lr=0.1, weight_decay=0.)
+    ]
+    optimizer = torch.optim.AdamW(groups)
+    runner = argparse.Namespace(
+        model=model, optim_wrapper=OptimWrapper(optimizer))
+    CompileHook().before_train(runner)
+    assert [type(g) for g in optimizer.param_groups] == [dict, dict]
+    assert optimizer.param_groups[1]['weight_decay'] == 0.
+    model.linear(torch.ones(1, 2)).sum().backward()
+    torch._dynamo.reset()
+    # TorchDynamo fails on ConfigDict groups; the backend is beside the
+    # point.
+    torch.compile(optimizer.step, backend='eager')()
+    torch._dynamo.reset()
+    assert optimizer.state[model.linear.weight]['step'] == 1
+
+
+def test_compile_hook_runs_the_data_preprocessor_eagerly():
+    model = TinyModel()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    runner = argparse.Namespace(
+        model=model, optim_wrapper=OptimWrapper(optimizer))
+    CompileHook().before_train(runner)
+    counter = CompileCounter()
+    compiled = torch.compile(model.data_preprocessor, backend=counter)
+    data = compiled(dict(inputs=[torch.ones(1, 2, 2)]))
+    torch._dynamo.reset()
+    assert torch.equal(data['inputs'][0], torch.ones(1, 2, 2))
+    assert counter.frame_count == 0
+
+
 # ---------------------------------------------------------------- train.py
 def train_cfg(monkeypatch, *argv):
     """merge_args of tools/train.py on the tiny config."""
@@ -241,6 +292,31 @@ def test_train_amp_keeps_float16_on_cuda(monkeypatch):
     assert cfg.optim_wrapper.type == 'AmpOptimWrapper'
     assert cfg.optim_wrapper.loss_scale == 'dynamic'
     assert 'dtype' not in cfg.optim_wrapper
+
+
+def compile_hooks(cfg):
+    return [h for h in cfg.get('custom_hooks', [])
+            if h['type'] == 'mmtnt.CompileHook']
+
+
+def test_train_compile_sets_the_runner_option(monkeypatch):
+    cfg = train_cfg(monkeypatch)
+    assert 'compile' not in cfg and not compile_hooks(cfg)
+    cfg = train_cfg(monkeypatch, '--compile', '--amp')
+    assert cfg.compile is True and len(compile_hooks(cfg)) == 1
+    assert cfg.optim_wrapper.type.endswith('AmpOptimWrapper')
+    # The hook comes with compile=True from anywhere.
+    cfg = train_cfg(monkeypatch, '--cfg-options', 'compile=True')
+    assert len(compile_hooks(cfg)) == 1
+    # torch.compile arguments of the config are kept; --cfg-options wins.
+    args = parse(train_tool, monkeypatch, BASE_CONFIG, '--compile')
+    config = Config.fromfile(BASE_CONFIG)
+    config.compile = dict(mode='max-autotune')
+    assert train_tool.merge_args(config, args).compile == dict(
+        mode='max-autotune')
+    cfg = train_cfg(monkeypatch, '--compile', '--cfg-options',
+                    'compile=False')
+    assert cfg.compile is False and not compile_hooks(cfg)
 
 
 def test_train_merge_args(monkeypatch, tmp_path):
