@@ -2,6 +2,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .tracing import is_traced
+
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.):
@@ -54,8 +56,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
 
 
 def _explicit_is_faster(query, key):
-    if query.device.type != 'cpu' or torch.compiler.is_compiling() or \
-            torch.jit.is_tracing() or torch.jit.is_scripting():
+    if query.device.type != 'cpu' or is_traced():
         return False
     dtype = query.dtype
     if torch.is_autocast_enabled('cpu'):

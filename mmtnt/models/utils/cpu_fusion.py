@@ -15,6 +15,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from .tracing import is_traced
+
 
 @functools.lru_cache(maxsize=None)
 def _fused_ops_work():
@@ -56,9 +58,8 @@ def can_fuse(x, training):
     return (not training and not torch.is_grad_enabled()
             and x.device.type == 'cpu' and x.dtype == torch.float32
             and torch.backends.mkldnn.enabled
-            and not torch.is_autocast_enabled('cpu')
-            and not torch.jit.is_tracing() and not torch.jit.is_scripting()
-            and not torch.compiler.is_compiling() and _fused_ops_work())
+            and not torch.is_autocast_enabled('cpu') and not is_traced()
+            and _fused_ops_work())
 
 
 def linear_gelu(x, linear):

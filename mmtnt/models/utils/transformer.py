@@ -5,6 +5,7 @@ from mmcv.cnn.bricks import DropPath
 
 from .attention import MultiheadSelfAttention
 from .gelu_mlp import gelu_mlp
+from .tracing import is_traced
 
 
 class Mlp(nn.Module):
@@ -46,8 +47,7 @@ class Mlp(nn.Module):
         compiler is tracing (compilers plan their own recomputation)."""
         return (torch.is_grad_enabled() and isinstance(self.act, nn.GELU)
                 and not (self.training and self.drop.p > 0)
-                and not torch.compiler.is_compiling()
-                and not torch.jit.is_tracing())
+                and not is_traced())
 
 
 class TransformerLayer(nn.Module):
