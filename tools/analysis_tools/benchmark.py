@@ -443,6 +443,26 @@ def amp_dtype(args, device, force=False):
     return torch.bfloat16 if device.type == 'cpu' else torch.float16
 
 
+def random_batch(bench, args, device):
+    """Random images and 1000-class labels of one batch."""
+    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
+    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    return images, labels
+
+
+def new_optimizer(model):
+    return torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def step_runner(mode, model, images, labels, autocast, optimizer=None):
+    """A callable that runs and times one forward pass (``'forward'``) or
+    one train step with ``optimizer`` (``'train'``) of ``model``."""
+    if mode == 'forward':
+        return partial(time_forward, model.eval(), images, autocast)
+    return partial(time_train_step, model.train(), optimizer, images, labels,
+                   autocast)
+
+
 def _interleaved(runners, args):
     """Run each runner ``args.warmup`` times, then ``args.rounds`` rounds
     in rotating order; return the times per runner."""
@@ -468,8 +488,7 @@ def run_benchmark(bench, args, device):
     """
     torch.manual_seed(args.seed)
     models, skipped = build_candidates(bench, args, device)
-    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
-    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    images, labels = random_batch(bench, args, device)
     autocast = make_autocast(args, device)
     macs = None
     if 'mmtnt' in models and args.flops:
@@ -478,15 +497,12 @@ def run_benchmark(bench, args, device):
     for mode in ('forward', 'train'):
         if mode not in args.modes:
             continue
-        runners = {}
-        for impl, model in models.items():
-            if mode == 'forward':
-                runners[impl] = partial(time_forward, model.eval(), images,
-                                        autocast)
-            else:
-                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                runners[impl] = partial(time_train_step, model.train(),
-                                        optimizer, images, labels, autocast)
+        runners = {
+            impl: step_runner(mode, model, images, labels, autocast,
+                              new_optimizer(model) if mode == 'train' else
+                              None)
+            for impl, model in models.items()
+        }
         results[mode] = _interleaved(runners, args)
         for model in models.values():
             # Free gradients before the next mode or benchmark.
@@ -494,7 +510,7 @@ def run_benchmark(bench, args, device):
     if 'memory' in args.modes:
         results['memory'] = {}
         for impl, model in models.items():
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            optimizer = new_optimizer(model)
             results['memory'][impl] = [
                 train_step_memory(model.train(), optimizer, images, labels,
                                   autocast)
@@ -514,8 +530,7 @@ def run_amp_speedup(bench, args, device):
     """
     torch.manual_seed(args.seed)
     models, skipped = build_candidates(bench, args, device)
-    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
-    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    images, labels = random_batch(bench, args, device)
     contexts = dict(
         fp32=contextlib.nullcontext,
         amp=partial(
@@ -529,18 +544,11 @@ def run_amp_speedup(bench, args, device):
         for mode in ('forward', 'train'):
             if mode not in args.modes:
                 continue
-            if mode == 'forward':
-                runners = {
-                    k: partial(time_forward, model.eval(), images, c)
-                    for k, c in contexts.items()
-                }
-            else:
-                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-                runners = {
-                    k: partial(time_train_step, model.train(), optimizer,
-                               images, labels, c)
-                    for k, c in contexts.items()
-                }
+            optimizer = new_optimizer(model) if mode == 'train' else None
+            runners = {
+                k: step_runner(mode, model, images, labels, c, optimizer)
+                for k, c in contexts.items()
+            }
             times = _interleaved(runners, args)
             model.zero_grad(set_to_none=True)
             row += [
@@ -627,21 +635,16 @@ def profile(bench, args, device):
         raise SystemExit(f'{bench.name} has no implementation '
                          f'{args.profile!r}: choose from {list(builders)}.')
     model = builders[args.profile](img_size=bench.img_size).to(device)
-    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
-    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    images, labels = random_batch(bench, args, device)
+    optimizer = new_optimizer(model)
     autocast = make_autocast(args, device)
     activities = [ProfilerActivity.CPU]
     if device.type == 'cuda':
         activities.append(ProfilerActivity.CUDA)
     for mode in args.modes:
-        if mode == 'forward':
-            step = partial(time_forward, model.eval(), images, autocast)
-        elif mode == 'train':
-            step = partial(time_train_step, model.train(), optimizer, images,
-                           labels, autocast)
-        else:
+        if mode == 'memory':
             continue
+        step = step_runner(mode, model, images, labels, autocast, optimizer)
         for _ in range(max(1, args.warmup)):
             step()
         with torch_profile(activities=activities) as prof:
