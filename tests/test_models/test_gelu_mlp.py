@@ -1,10 +1,16 @@
 """The memory-saving MLP computes exactly what the plain layers compute."""
+import importlib
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from mmtnt.models.utils import Mlp, gelu_mlp
+from mmtnt.models.utils.gelu_mlp import rows_per_chunk
+
+# The package exports the function under the module's name.
+gelu_mlp_module = importlib.import_module('mmtnt.models.utils.gelu_mlp')
 
 
 def plain_mlp(mlp, x):
@@ -82,12 +88,60 @@ def test_plain_layers_with_dropout_or_other_activations():
     """Dropout in training and non-GELU activations take the plain path
     (the saved-tensor trick only covers the GELU)."""
     mlp = Mlp(8, 32, act_cfg=dict(type='ReLU'))
-    assert not mlp._saves_memory()
+    assert not mlp._uses_gelu_mlp()
     mlp = Mlp(8, 32, drop=0.1).train()
-    assert not mlp._saves_memory()
-    assert mlp.eval()._saves_memory()
+    assert not mlp._uses_gelu_mlp()
+    assert mlp.eval()._uses_gelu_mlp()
     with torch.no_grad():
-        assert not mlp._saves_memory()
+        assert mlp._uses_gelu_mlp()
+
+
+def test_rows_per_chunk():
+    assert rows_per_chunk(16384, 512, 4) == 16384  # 32 MiB: one chunk
+    assert rows_per_chunk(16385, 512, 4) == 1024
+    assert rows_per_chunk(32768, 512, 2) == 32768
+    assert rows_per_chunk(10**6, 2**22, 4) == 1
+
+
+@pytest.mark.parametrize('bias', [True, False])
+def test_chunks_give_the_values_and_gradients_of_plain_layers(
+        monkeypatch, bias):
+    """Above the size limit the rows are computed in chunks (here 7 chunks
+    of 16 rows and one of 5): values and gradients are the plain layers' up
+    to rounding (products over fewer rows, weight gradients summed over the
+    chunks)."""
+    monkeypatch.setattr(gelu_mlp_module, 'CHUNK_ABOVE_BYTES', 4 * 64 * 100)
+    monkeypatch.setattr(gelu_mlp_module, 'CHUNK_BYTES', 4 * 64 * 16)
+    torch.manual_seed(0)
+    mlp = Mlp(24, 64)
+    if not bias:
+        mlp.fc1.bias = mlp.fc2.bias = None
+    x = torch.randn(3, 39, 24)
+    ours = grads_of(mlp, x, lambda m, t: m(t))
+    plain = grads_of(mlp, x, plain_mlp)
+    assert all((a is None) == (b is None) for a, b in zip(ours, plain))
+    for a, b in zip(ours, plain):
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(mlp(x), ours[0], rtol=0, atol=0)
+
+
+def test_chunks_keep_one_hidden_tensor_and_no_whole_temporaries(monkeypatch):
+    """In chunks, only the chunks' GELU inputs stay for backward; the
+    GELU's output is never made for all rows at once."""
+    monkeypatch.setattr(gelu_mlp_module, 'CHUNK_ABOVE_BYTES', 4 * 512 * 100)
+    monkeypatch.setattr(gelu_mlp_module, 'CHUNK_BYTES', 4 * 512 * 64)
+    mlp = Mlp(8, 512)
+    x = torch.randn(256, 8, requires_grad=True)
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: kept.append(tuple(t.shape)) or t, lambda t: t):
+        out = mlp(x)
+    assert sorted(kept) == sorted([(256, 8), (512, 8), (8, 512)] +
+                                  [(64, 512)] * 4)
+    out.sum().backward()
+    assert x.grad.shape == x.shape
 
 
 def test_function_form_matches_functional():

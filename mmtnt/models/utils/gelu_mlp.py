@@ -1,62 +1,134 @@
-"""A two-layer GELU MLP that keeps less for its backward pass.
+"""A two-layer GELU MLP that keeps less for its backward pass and runs
+large inputs in row chunks.
 
 For the backward pass of ``fc2(gelu(fc1(x)))`` autograd keeps two tensors of
 the MLP's hidden width: the GELU's input and its output (the input of
 ``fc2``). The hidden width is 4 to 8 times the token width, so these two are
 most of what a vision transformer keeps while training. :func:`gelu_mlp`
 keeps only the GELU's input and recomputes its output in the backward pass:
-one element-wise pass more, one hidden-width tensor less per block. The
-products and their order are those of the plain layers, so values and
-gradients are the same.
+one element-wise pass more, one hidden-width tensor less per block.
+
+When a hidden-width tensor would be larger than 32 MiB (PCPVT's first stage
+at batch 8, for instance), the rows are computed in chunks of about 2 MiB of
+hidden width. glibc, PyTorch's CPU allocator, gives every block above 32 MiB
+(its largest mmap threshold) fresh pages from the kernel, which zero-fills
+them at every use; such an MLP spent more time in page faults than in its
+products. Chunks are reused from the heap and stay in the cache between the
+two layers. Chunked values and gradients equal the plain layers' up to
+rounding (products over fewer rows, weight gradients summed over the
+chunks); below the threshold everything is one chunk, computed in the plain
+layers' order.
 """
 import torch
 import torch.nn.functional as F
+
+#: Hidden-width tensors above this size are computed in row chunks.
+CHUNK_ABOVE_BYTES = 32 * 2**20
+#: The hidden-width size of one chunk.
+CHUNK_BYTES = 2 * 2**20
+
+
+def rows_per_chunk(rows, hidden_features, element_size):
+    """How many rows of the MLP to compute at once.
+
+    Args:
+        rows (int): Rows (tokens) of the input.
+        hidden_features (int): Width of the hidden layer.
+        element_size (int): Bytes per element.
+
+    Returns:
+        int: ``rows`` if the hidden tensor fits in
+        :data:`CHUNK_ABOVE_BYTES`, otherwise the rows of about
+        :data:`CHUNK_BYTES` of hidden width.
+
+    Examples:
+        >>> rows_per_chunk(6272, 1024, 4)  # 24.5 MiB: one chunk
+        6272
+        >>> rows_per_chunk(25088, 512, 4)  # 49 MiB: chunks of 2 MiB
+        1024
+    """
+    row_bytes = hidden_features * element_size
+    if rows * row_bytes <= CHUNK_ABOVE_BYTES:
+        return rows
+    return max(1, CHUNK_BYTES // row_bytes)
+
+
+def _linear_into(out, x, weight, bias):
+    """``F.linear(x, weight, bias)`` written into ``out``."""
+    if bias is None:
+        return torch.mm(x, weight.t(), out=out)
+    return torch.addmm(bias, x, weight.t(), out=out)
+
+
+def _accumulate(total, a, b):
+    """``total + a @ b``, in place; ``a @ b`` if ``total`` is None."""
+    return torch.mm(a, b) if total is None else total.addmm_(a, b)
+
+
+def _forward(x, weight1, bias1, weight2, bias2, approximate, chunk):
+    """The MLP on 2-D ``x``, ``chunk`` rows at a time; returns the output
+    and the GELU's inputs of the chunks."""
+    out = x.new_empty(x.shape[0], weight2.shape[0])
+    hiddens = []
+    for start in range(0, x.shape[0], chunk):
+        hidden = F.linear(x[start:start + chunk], weight1, bias1)
+        _linear_into(out[start:start + chunk],
+                     F.gelu(hidden, approximate=approximate), weight2, bias2)
+        hiddens.append(hidden)
+    return out, hiddens
 
 
 class _GeluMlpFunction(torch.autograd.Function):
     """``fc2(gelu(fc1(x)))`` on 2-D inputs, keeping ``x`` and ``fc1(x)``."""
 
     @staticmethod
-    def forward(ctx, x, weight1, bias1, weight2, bias2, approximate):
-        hidden = F.linear(x, weight1, bias1)
-        out = F.linear(F.gelu(hidden, approximate=approximate), weight2,
-                       bias2)
-        ctx.save_for_backward(x, weight1, hidden, weight2)
+    def forward(ctx, x, weight1, bias1, weight2, bias2, approximate, chunk):
+        out, hiddens = _forward(x, weight1, bias1, weight2, bias2,
+                                approximate, chunk)
+        ctx.save_for_backward(x, weight1, weight2, *hiddens)
         ctx.approximate = approximate
+        ctx.chunk = chunk
         ctx.has_bias = (bias1 is not None, bias2 is not None)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        x, weight1, hidden, weight2 = ctx.saved_tensors
+        x, weight1, weight2, *hiddens = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grad_weight2 = grad_bias2 = None
-        if needs[3]:
-            activation = F.gelu(hidden, approximate=ctx.approximate)
-            grad_weight2 = grad_out.t().mm(activation)
-            del activation
-        if needs[4] and ctx.has_bias[1]:
-            grad_bias2 = grad_out.sum(0)
-        grad_x = grad_weight1 = grad_bias1 = None
-        if any(needs[:3]):
-            grad_hidden = grad_out.mm(weight2)
+        grad_x = x.new_empty(x.shape) if needs[0] else None
+        grad_weight1 = grad_bias1 = grad_weight2 = None
+        for index, hidden in enumerate(hiddens):
+            rows = slice(index * ctx.chunk, (index + 1) * ctx.chunk)
+            grad_out_rows = grad_out[rows]
+            if needs[3]:
+                activation = F.gelu(hidden, approximate=ctx.approximate)
+                grad_weight2 = _accumulate(grad_weight2, grad_out_rows.t(),
+                                           activation)
+                del activation
+            if not any(needs[:3]):
+                continue
+            grad_hidden = grad_out_rows.mm(weight2)
             # Written over the gradient of the GELU's output (element-wise).
             torch.ops.aten.gelu_backward.grad_input(
                 grad_hidden, hidden, approximate=ctx.approximate,
                 grad_input=grad_hidden)
             if needs[0]:
-                grad_x = grad_hidden.mm(weight1)
+                torch.mm(grad_hidden, weight1, out=grad_x[rows])
             if needs[1]:
-                grad_weight1 = grad_hidden.t().mm(x)
+                grad_weight1 = _accumulate(grad_weight1, grad_hidden.t(),
+                                           x[rows])
             if needs[2] and ctx.has_bias[0]:
-                grad_bias1 = grad_hidden.sum(0)
+                grad_bias1 = grad_hidden.sum(0) if grad_bias1 is None \
+                    else grad_bias1.add_(grad_hidden.sum(0))
+        grad_bias2 = grad_out.sum(0) if needs[4] and ctx.has_bias[1] \
+            else None
         return (grad_x, grad_weight1, grad_bias1, grad_weight2, grad_bias2,
-                None)
+                None, None)
 
 
 def gelu_mlp(x, fc1, fc2, approximate='none'):
     """``fc2(gelu(fc1(x)))``, keeping one hidden-width tensor for backward
-    instead of two.
+    instead of two, and in row chunks when the hidden tensor is large.
 
     Under autocast the inputs and weights are cast to the autocast dtype
     first, as :func:`torch.nn.functional.linear` would cast them.
@@ -86,7 +158,12 @@ def gelu_mlp(x, fc1, fc2, approximate='none'):
         dtype = torch.get_autocast_dtype(device_type)
         x = x.to(dtype)
         params = [p if p is None else p.to(dtype) for p in params]
+    rows = x.reshape(-1, x.shape[-1])
+    chunk = rows_per_chunk(rows.shape[0], fc1.out_features, x.element_size())
     with torch.autocast(device_type, enabled=False):
-        out = _GeluMlpFunction.apply(x.reshape(-1, x.shape[-1]), *params,
-                                     approximate)
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for t in [rows] + params):
+            out = _GeluMlpFunction.apply(rows, *params, approximate, chunk)
+        else:
+            out = _forward(rows, *params, approximate, chunk)[0]
     return out.view(*x.shape[:-1], out.shape[-1])

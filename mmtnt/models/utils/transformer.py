@@ -1,4 +1,3 @@
-import torch
 import torch.nn as nn
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmcv.cnn.bricks import DropPath
@@ -12,8 +11,9 @@ class Mlp(nn.Module):
     """Two linear layers with an activation between them.
 
     With a GELU and no dropout, training keeps one hidden-width tensor for
-    the backward pass instead of two (:func:`gelu_mlp`); the values and
-    gradients are those of the plain layers.
+    the backward pass instead of two, and large inputs are computed in row
+    chunks (:func:`gelu_mlp`); the values and gradients are those of the
+    plain layers.
 
     Args:
         in_dims (int): Input and output channels.
@@ -36,16 +36,16 @@ class Mlp(nn.Module):
         self.drop = nn.Dropout(drop)
 
     def forward(self, x):
-        if self._saves_memory():
+        if self._uses_gelu_mlp():
             return gelu_mlp(x, self.fc1, self.fc2, self.act.approximate)
         x = self.drop(self.act(self.fc1(x)))
         return self.drop(self.fc2(x))
 
-    def _saves_memory(self):
-        """Whether :func:`gelu_mlp` computes this forward pass: gradients
-        are recorded, the activation is a GELU, dropout is off, and no
-        compiler is tracing (compilers plan their own recomputation)."""
-        return (torch.is_grad_enabled() and isinstance(self.act, nn.GELU)
+    def _uses_gelu_mlp(self):
+        """Whether :func:`gelu_mlp` computes this forward pass: the
+        activation is a GELU, dropout is off, and no compiler is tracing
+        (compilers plan their own recomputation and fusion)."""
+        return (isinstance(self.act, nn.GELU)
                 and not (self.training and self.drop.p > 0)
                 and not is_traced())
 
