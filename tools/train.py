@@ -22,7 +22,8 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
-from mmtnt.utils import (check_data_paths, register_checkpoint_safe_globals,
+from mmtnt.utils import (check_data_paths, keep_freed_memory,
+                         register_checkpoint_safe_globals,
                          setup_cpu_distributed)
 
 
@@ -180,6 +181,8 @@ def main():
 
     setup_cpu_distributed(cfg)
     register_checkpoint_safe_globals()
+    # Freed activations are reused instead of page-faulted in every step.
+    keep_freed_memory()
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)
     else:

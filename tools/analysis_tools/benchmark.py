@@ -11,9 +11,15 @@ pool, a 1000-class linear head) and run on one random batch:
   AdamW step, in ms per step;
 - ``memory``: the memory one train step adds, its peak minus what was
   allocated before it (parameters and optimizer state, no gradients). On
-  the CPU this is the peak resident memory with the C allocator set to
-  return every freed tensor to the system (``mallopt``), measured after
-  all timings; on a GPU, ``torch.cuda.max_memory_allocated``.
+  the CPU this is the peak resident memory with glibc's ``malloc`` set to
+  return every freed tensor to the system (``release_freed_memory``),
+  measured after all timings; on a GPU, ``torch.cuda.max_memory_allocated``.
+
+Timings on the CPU run with ``malloc`` keeping freed memory for reuse
+(``mmtnt.utils.keep_freed_memory``, as ``tools/train.py`` does): with
+glibc's default every train step page-faults its activations in afresh,
+which made the products of the forward pass up to 2-3x slower here for
+every implementation. ``--default-malloc`` measures without it.
 
 With ``--compare``, the timm, mmpretrain and mmseg implementations of the
 variant run too (those installed). After warm-up runs the implementations
@@ -44,7 +50,6 @@ Examples:
 """
 import argparse
 import contextlib
-import ctypes
 import os
 import os.path as osp
 import statistics
@@ -56,9 +61,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from mmtnt.utils import keep_freed_memory, release_freed_memory
+
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from get_flops import (default_shape, flop_analyzer,  # noqa: E402
-                       load_config)
+from get_flops import default_shape, flop_analyzer, load_config  # noqa: E402
 
 MODES = ('forward', 'train', 'memory')
 
@@ -345,24 +351,6 @@ def _resident_bytes(key):
     raise RuntimeError(f'{key} is not in /proc/self/status.')
 
 
-def release_freed_memory():
-    """Make the C allocator return freed blocks to the system at once
-    (glibc only), so that the resident memory follows the live tensors.
-
-    Returns:
-        bool: Whether the allocator could be set.
-    """
-    try:
-        libc = ctypes.CDLL('libc.so.6')
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    ok = libc.mallopt(m_mmap_threshold, 64 * 1024) == 1 and libc.mallopt(
-        m_trim_threshold, 1 << 20) == 1
-    libc.malloc_trim(0)
-    return ok
-
-
 def train_step_memory(model, optimizer, images, labels, autocast):
     """The bytes one train step adds at its peak (see the module doc)."""
     step = partial(time_train_step, model, optimizer, images, labels,
@@ -509,6 +497,9 @@ def run_benchmark(bench, args, device):
             model.zero_grad(set_to_none=True)
     if 'memory' in args.modes:
         results['memory'] = {}
+        if device.type == 'cpu' and not release_freed_memory():
+            print('warning: could not set the C allocator (not glibc?): the '
+                  'memory column counts freed but cached blocks too')
         for impl, model in models.items():
             optimizer = new_optimizer(model)
             results['memory'][impl] = [
@@ -517,6 +508,8 @@ def run_benchmark(bench, args, device):
             ]
             model.zero_grad(set_to_none=True)
             del optimizer
+        if device.type == 'cpu' and args.keep_freed_memory:
+            keep_freed_memory()
     return results, macs, skipped
 
 
@@ -655,6 +648,13 @@ def profile(bench, args, device):
             sort_by='self_cpu_time_total', row_limit=args.profile_rows))
 
 
+def malloc_note(args):
+    """How the C allocator handled freed memory during the timings."""
+    if args.keep_freed_memory:
+        return 'malloc keeps freed memory'
+    return 'malloc gives freed memory back (glibc default)'
+
+
 def print_amp_speedup(benches, args, device, load):
     rows = []
     for bench in benches:
@@ -671,7 +671,8 @@ def print_amp_speedup(benches, args, device, load):
           f'{amp_dtype(args, device, force=True)} against float32, batch '
           f'{args.batch_size}, {args.threads} threads, median of '
           f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; load average {load:.1f} -> {os.getloadavg()[0]:.1f}')
+          f'runs; {malloc_note(args)}; load average {load:.1f} -> '
+          f'{os.getloadavg()[0]:.1f}')
     print(format_table(header, rows))
 
 
@@ -738,6 +739,13 @@ def parse_args(argv=None):
         dest='flops',
         action='store_false',
         help='skip counting FLOPs (no GFLOP/s columns)')
+    parser.add_argument(
+        '--default-malloc',
+        dest='keep_freed_memory',
+        action='store_false',
+        help='leave glibc\'s malloc giving freed memory back to the kernel '
+        '(its default) instead of keeping it for reuse, as tools/train.py '
+        'does')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument(
         '--profile',
@@ -776,6 +784,7 @@ def main(argv=None):
         resolve_benchmark(n, args.img_size, args.with_cp) for n in args.names
     ]
     torch.set_num_threads(args.threads)
+    args.keep_freed_memory = args.keep_freed_memory and keep_freed_memory()
     if args.profile:
         for bench in benches:
             profile(bench, args, device)
@@ -786,10 +795,6 @@ def main(argv=None):
         return
     dtype = amp_dtype(args, device)
     peak = matmul_peak(dtype, device)
-    if 'memory' in args.modes and device.type == 'cpu' and \
-            not release_freed_memory():
-        print('warning: could not set the C allocator (not glibc?): the '
-              'memory column counts freed but cached blocks too')
     modes = [m for m in MODES if m in args.modes]
     rows = []
     for bench in benches:
@@ -799,7 +804,8 @@ def main(argv=None):
           f'{"autocast" if args.amp else "(no autocast)"}, batch '
           f'{args.batch_size}, {args.threads} threads, median of '
           f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; matmul peak {peak:.0f} GFLOP/s; load average {load:.1f} '
+          f'runs; {malloc_note(args)}; matmul peak {peak:.0f} GFLOP/s; '
+          f'load average {load:.1f} '
           f'-> {os.getloadavg()[0]:.1f}')
     print(format_table(table_header(modes), rows))
 

@@ -1,0 +1,86 @@
+"""How glibc's ``malloc``, PyTorch's CPU allocator, handles freed memory.
+
+By default glibc gives freed memory back to the kernel: blocks above a size
+(128 KiB, raised up to 32 MiB as it sees large blocks freed) are mapped for
+each allocation and unmapped when freed, and the top of the heap is trimmed
+when more than twice that is free. A training step frees its activations in
+the backward pass and allocates them again in the next forward pass, so the
+kernel maps and zero-fills hundreds of MiB of fresh pages every step. In a
+virtual machine each such page fault is costly: measured here, the forward
+pass of a Twins-SVT-S train step (batch 8, 2 threads) ran its products and
+GELUs 1.5-6x slower than with the memory kept.
+
+:func:`keep_freed_memory` makes ``malloc`` keep freed memory for reuse (what
+allocators such as jemalloc or tcmalloc do, without preloading one);
+:func:`release_freed_memory` does the opposite, so that the resident memory
+follows the live tensors (for measuring memory).
+"""
+import ctypes
+import functools
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+
+
+@functools.lru_cache(maxsize=None)
+def _glibc():
+    """glibc's ``libc``, or None where the C library is another one."""
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+        libc.gnu_get_libc_version  # only glibc has it
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def _mallopt(settings):
+    libc = _glibc()
+    if libc is None:
+        return False
+    return all(libc.mallopt(param, value) == 1 for param, value in settings)
+
+
+def keep_freed_memory(mmap_threshold=2**30, trim_threshold=2**31 - 1):
+    """Make glibc's ``malloc`` keep freed memory for reuse.
+
+    Blocks up to ``mmap_threshold`` come from the heap, and the heap is
+    not trimmed until ``trim_threshold`` bytes at its top are free. The
+    process keeps its peak memory resident; memory it frees is reused
+    without page faults. Child processes (data loader workers) inherit the
+    setting.
+
+    Args:
+        mmap_threshold (int): Blocks larger than this are still mapped
+            afresh. Defaults to 1 GiB.
+        trim_threshold (int): Free bytes at the top of the heap that are
+            kept. Defaults to the largest value ``mallopt`` takes (2 GiB).
+
+    Returns:
+        bool: Whether ``malloc`` could be set (False where the C library
+        is not glibc; nothing changes then).
+
+    Examples:
+        >>> keep_freed_memory()  # on glibc
+        True
+    """
+    return _mallopt([(M_MMAP_THRESHOLD, mmap_threshold),
+                     (M_TRIM_THRESHOLD, trim_threshold)])
+
+
+def release_freed_memory():
+    """Make glibc's ``malloc`` give freed blocks back to the kernel at once,
+    so that the resident memory follows the live tensors.
+
+    Returns:
+        bool: Whether ``malloc`` could be set (False where the C library
+        is not glibc).
+
+    Examples:
+        >>> release_freed_memory()  # on glibc
+        True
+    """
+    if not _mallopt([(M_MMAP_THRESHOLD, 64 * 1024),
+                     (M_TRIM_THRESHOLD, 1024 * 1024)]):
+        return False
+    _glibc().malloc_trim(0)
+    return True
