@@ -7,16 +7,17 @@ from mmtnt.models.utils.attention import (_explicit_is_faster,
                                           scaled_dot_product_attention)
 
 
-def qkv(num_keys, dtype=torch.float32, seed=0):
+def qkv(num_keys, dtype=torch.float32, seed=0, num_queries=11):
     gen = torch.Generator().manual_seed(seed)
-    shapes = [(2, 3, 11, 8), (2, 3, num_keys, 8), (2, 3, num_keys, 5)]
+    shapes = [(2, 3, num_queries, 8), (2, 3, num_keys, 8),
+              (2, 3, num_keys, 5)]
     return [
         torch.randn(*s, generator=gen).to(dtype).requires_grad_()
         for s in shapes
     ]
 
 
-@pytest.mark.parametrize('num_keys', [16, 49])
+@pytest.mark.parametrize('num_keys', [16, 49, 65])
 @pytest.mark.parametrize('masked', [False, True])
 def test_same_values_and_gradients_as_fused_kernel(num_keys, masked):
     mask = None
@@ -35,15 +36,21 @@ def test_same_values_and_gradients_as_fused_kernel(num_keys, masked):
 
 
 def test_routes():
-    """Explicit products for low precision and <= 16 keys on the CPU, the
-    fused kernel for longer float32 sequences."""
-    q, k, _ = qkv(16)
+    """On the CPU, explicit products for low precision and for float32 up
+    to 64 keys, except in inference with over 4 queries per key; the fused
+    kernel elsewhere."""
+    q, k, _ = qkv(64)
     assert _explicit_is_faster(q, k)
-    q, k, _ = qkv(49)
+    q, k, _ = qkv(65)
     assert not _explicit_is_faster(q, k)
     assert _explicit_is_faster(q.bfloat16(), k.bfloat16())
     with torch.autocast('cpu', dtype=torch.bfloat16):
         assert _explicit_is_faster(q, k)
+    q, k, _ = qkv(49, num_queries=197)
+    assert _explicit_is_faster(q, k)
+    with torch.no_grad():
+        assert not _explicit_is_faster(q, k)
+        assert _explicit_is_faster(q[:, :, :196], k)
 
 
 def test_low_precision_route_matches_float32():

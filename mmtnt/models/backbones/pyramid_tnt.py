@@ -10,8 +10,8 @@ from mmcv.cnn.bricks import DropPath
 from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
-from ..utils import (Mlp, MultiheadSelfAttention, normalize_out_indices,
-                     resize_pos_embed, resolve_arch)
+from ..utils import (Linear, Mlp, MultiheadSelfAttention,
+                     normalize_out_indices, resize_pos_embed, resolve_arch)
 from ..utils.attention_bias import resize_attention_bias
 from .base_backbone import BaseBackbone
 from .tnt import WordsToSentence
@@ -215,13 +215,13 @@ class SpatialReductionAttention(nn.Module):
         self.sr_ratio = sr_ratio
         self.attn_drop = nn.Dropout(attn_drop)
         if sr_ratio > 1:
-            self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
-            self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
-            self.sr_proj = nn.Linear(embed_dims, embed_dims)
+            self.q = Linear(embed_dims, embed_dims, bias=qkv_bias)
+            self.kv = Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+            self.sr_proj = Linear(embed_dims, embed_dims)
             self.sr_norm = build_norm_layer(norm_cfg, embed_dims)[1]
         else:
-            self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+            self.qkv = Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x, grid, bias=None):

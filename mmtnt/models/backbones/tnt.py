@@ -6,8 +6,8 @@ from mmcv.cnn import build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
-from ..utils import (TransformerLayer, normalize_out_indices, resize_pos_embed,
-                     resolve_arch)
+from ..utils import (Linear, TransformerLayer, normalize_out_indices,
+                     resize_pos_embed, resolve_arch)
 from .base_backbone import BaseBackbone
 
 
@@ -85,7 +85,7 @@ class WordsToSentence(nn.Module):
         self.norm_in = build_norm_layer(
             norm_cfg, inner_dims if norm_per_word else inner_dims *
             num_words)[1]
-        self.fc = nn.Linear(inner_dims * num_words, outer_dims, bias=bias)
+        self.fc = Linear(inner_dims * num_words, outer_dims, bias=bias)
         self.norm_out = build_norm_layer(
             norm_cfg, outer_dims)[1] if norm_out else nn.Identity()
 

@@ -11,7 +11,7 @@ from mmcv.cnn.bricks import DropPath
 from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
-from ..utils import Mlp, normalize_out_indices, resolve_arch
+from ..utils import Linear, Mlp, normalize_out_indices, resolve_arch
 from ..utils.attention import scaled_dot_product_attention
 from ..utils.cpu_fusion import can_fuse, linear_add, linear_gelu
 from ..utils.layout import map_to_tokens, tokens_to_map
@@ -128,17 +128,17 @@ class GlobalSubsampledAttention(nn.Module):
         self.sr_ratio = sr_ratio
         self.attn_drop = attn_drop
         if sr_ratio > 1:
-            self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+            self.q = Linear(embed_dims, embed_dims, bias=qkv_bias)
             self.sr = nn.Conv2d(
                 embed_dims, embed_dims, kernel_size=sr_ratio,
                 stride=sr_ratio)
             self.sr_norm = build_norm_layer(norm_cfg, embed_dims)[1]
-            self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+            self.kv = Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
         else:
             # Plain self-attention: one projection for queries, keys and
             # values.
-            self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+            self.qkv = Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x, hw_shape, identity=None):
@@ -200,8 +200,8 @@ class LocallyGroupedAttention(nn.Module):
         self.num_heads = num_heads
         self.window_size = window_size
         self.attn_drop = attn_drop
-        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.qkv = Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     @staticmethod

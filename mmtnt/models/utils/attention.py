@@ -2,6 +2,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .onednn_linear import Linear
 from .tracing import is_traced
 
 
@@ -14,9 +15,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     is slower than two matrix products and a softmax for bfloat16 and
     float16 inputs (2-5x for the forward plus backward pass of the TNT,
     PyramidTNT and Twins attentions, measured with one thread), and for
-    sequences of at most 16 keys in float32 (TNT's inner attention). There
-    the products are computed explicitly; everywhere else (other devices,
-    longer float32 sequences, tracing and compiling) the fused kernel runs.
+    float32 sequences of at most 64 keys (TNT's inner attention, the 49-key
+    windows and sub-sampled keys of Twins and PyramidTNT: 1.0-2x for the
+    forward plus backward pass on two threads), except in inference with
+    more than 4 queries per key (the fused kernel's forward pass wins
+    there). Those cases are computed explicitly; everywhere else (other
+    devices, longer float32 sequences, tracing and compiling) the fused
+    kernel runs.
 
     Args:
         query (Tensor): Shape (..., Nq, d).
@@ -61,7 +66,11 @@ def _explicit_is_faster(query, key):
     dtype = query.dtype
     if torch.is_autocast_enabled('cpu'):
         dtype = torch.get_autocast_dtype('cpu')
-    return dtype in (torch.bfloat16, torch.float16) or key.shape[-2] <= 16
+    if dtype in (torch.bfloat16, torch.float16):
+        return True
+    num_queries, num_keys = query.shape[-2], key.shape[-2]
+    return num_keys <= 64 and (torch.is_grad_enabled()
+                               or num_queries <= 4 * num_keys)
 
 
 class MultiheadSelfAttention(nn.Module):
@@ -102,8 +111,8 @@ class MultiheadSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.attn_drop = attn_drop
-        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.qkv = Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x):

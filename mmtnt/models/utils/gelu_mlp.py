@@ -22,6 +22,8 @@ layers' order.
 import torch
 import torch.nn.functional as F
 
+from .onednn_linear import onednn_matmul, uses_onednn
+
 #: Hidden-width tensors above this size are computed in row chunks.
 CHUNK_ABOVE_BYTES = 32 * 2**20
 #: The hidden-width size of one chunk.
@@ -53,27 +55,27 @@ def rows_per_chunk(rows, hidden_features, element_size):
     return max(1, CHUNK_BYTES // row_bytes)
 
 
-def _linear_into(out, x, weight, bias):
-    """``F.linear(x, weight, bias)`` written into ``out``."""
-    if bias is None:
-        return torch.mm(x, weight.t(), out=out)
-    return torch.addmm(bias, x, weight.t(), out=out)
-
-
 def _accumulate(total, a, b):
     """``total + a @ b``, in place; ``a @ b`` if ``total`` is None."""
     return torch.mm(a, b) if total is None else total.addmm_(a, b)
 
 
-def _forward(x, weight1, bias1, weight2, bias2, approximate, chunk):
-    """The MLP on 2-D ``x``, ``chunk`` rows at a time; returns the output
-    and the GELU's inputs of the chunks."""
+def _forward(x, weight1, bias1, weight2, bias2, approximate, chunk,
+             product):
+    """The MLP on 2-D ``x``, ``chunk`` rows at a time, with ``product``
+    (``F.linear`` or :func:`onednn_matmul`); returns the output and the
+    GELU's inputs of the chunks."""
+    if chunk >= x.shape[0]:
+        hidden = product(x, weight1, bias1)
+        out = product(F.gelu(hidden, approximate=approximate), weight2,
+                      bias2)
+        return out, [hidden]
     out = x.new_empty(x.shape[0], weight2.shape[0])
     hiddens = []
     for start in range(0, x.shape[0], chunk):
-        hidden = F.linear(x[start:start + chunk], weight1, bias1)
-        _linear_into(out[start:start + chunk],
-                     F.gelu(hidden, approximate=approximate), weight2, bias2)
+        hidden = product(x[start:start + chunk], weight1, bias1)
+        out[start:start + chunk] = product(
+            F.gelu(hidden, approximate=approximate), weight2, bias2)
         hiddens.append(hidden)
     return out, hiddens
 
@@ -82,12 +84,14 @@ class _GeluMlpFunction(torch.autograd.Function):
     """``fc2(gelu(fc1(x)))`` on 2-D inputs, keeping ``x`` and ``fc1(x)``."""
 
     @staticmethod
-    def forward(ctx, x, weight1, bias1, weight2, bias2, approximate, chunk):
+    def forward(ctx, x, weight1, bias1, weight2, bias2, approximate, chunk,
+                product):
         out, hiddens = _forward(x, weight1, bias1, weight2, bias2,
-                                approximate, chunk)
+                                approximate, chunk, product)
         ctx.save_for_backward(x, weight1, weight2, *hiddens)
         ctx.approximate = approximate
         ctx.chunk = chunk
+        ctx.product = product
         ctx.has_bias = (bias1 is not None, bias2 is not None)
         return out
 
@@ -95,8 +99,7 @@ class _GeluMlpFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         x, weight1, weight2, *hiddens = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        grad_x = x.new_empty(x.shape) if needs[0] else None
-        grad_weight1 = grad_bias1 = grad_weight2 = None
+        grad_x = grad_weight1 = grad_bias1 = grad_weight2 = None
         for index, hidden in enumerate(hiddens):
             rows = slice(index * ctx.chunk, (index + 1) * ctx.chunk)
             grad_out_rows = grad_out[rows]
@@ -107,13 +110,19 @@ class _GeluMlpFunction(torch.autograd.Function):
                 del activation
             if not any(needs[:3]):
                 continue
-            grad_hidden = grad_out_rows.mm(weight2)
+            grad_hidden = ctx.product(grad_out_rows, weight2.t())
             # Written over the gradient of the GELU's output (element-wise).
             torch.ops.aten.gelu_backward.grad_input(
                 grad_hidden, hidden, approximate=ctx.approximate,
                 grad_input=grad_hidden)
             if needs[0]:
-                torch.mm(grad_hidden, weight1, out=grad_x[rows])
+                grad_x_rows = ctx.product(grad_hidden, weight1.t())
+                if len(hiddens) == 1:
+                    grad_x = grad_x_rows
+                else:
+                    if grad_x is None:
+                        grad_x = x.new_empty(x.shape)
+                    grad_x[rows] = grad_x_rows
             if needs[1]:
                 grad_weight1 = _accumulate(grad_weight1, grad_hidden.t(),
                                            x[rows])
@@ -123,7 +132,7 @@ class _GeluMlpFunction(torch.autograd.Function):
         grad_bias2 = grad_out.sum(0) if needs[4] and ctx.has_bias[1] \
             else None
         return (grad_x, grad_weight1, grad_bias1, grad_weight2, grad_bias2,
-                None, None)
+                None, None, None)
 
 
 def gelu_mlp(x, fc1, fc2, approximate='none'):
@@ -161,9 +170,11 @@ def gelu_mlp(x, fc1, fc2, approximate='none'):
     rows = x.reshape(-1, x.shape[-1])
     chunk = rows_per_chunk(rows.shape[0], fc1.out_features, x.element_size())
     with torch.autocast(device_type, enabled=False):
+        product = onednn_matmul if uses_onednn(rows, params[0]) else F.linear
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                            for t in [rows] + params):
-            out = _GeluMlpFunction.apply(rows, *params, approximate, chunk)
+            out = _GeluMlpFunction.apply(rows, *params, approximate, chunk,
+                                         product)
         else:
-            out = _forward(rows, *params, approximate, chunk)[0]
+            out = _forward(rows, *params, approximate, chunk, product)[0]
     return out.view(*x.shape[:-1], out.shape[-1])

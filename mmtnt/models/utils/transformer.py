@@ -4,6 +4,7 @@ from mmcv.cnn.bricks import DropPath
 
 from .attention import MultiheadSelfAttention
 from .gelu_mlp import gelu_mlp
+from .onednn_linear import Linear
 from .tracing import is_traced
 
 
@@ -30,9 +31,9 @@ class Mlp(nn.Module):
     def __init__(self, in_dims, hidden_dims, act_cfg=dict(type='GELU'),
                  drop=0.):
         super().__init__()
-        self.fc1 = nn.Linear(in_dims, hidden_dims)
+        self.fc1 = Linear(in_dims, hidden_dims)
         self.act = build_activation_layer(act_cfg)
-        self.fc2 = nn.Linear(hidden_dims, in_dims)
+        self.fc2 = Linear(hidden_dims, in_dims)
         self.drop = nn.Dropout(drop)
 
     def forward(self, x):

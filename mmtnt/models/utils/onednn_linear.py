@@ -1,0 +1,116 @@
+"""Linear layers whose CPU float32 products run on oneDNN, in training too.
+
+PyTorch computes float32 matrix products on the CPU with its BLAS (MKL in
+the official wheels). On CPUs of other vendors MKL takes a narrower code
+path: on the AMD EPYC (AVX-512) this project was measured on, MKL's products
+reached 150-160 GFLOP/s on two cores and oneDNN's (PyTorch's ``mkldnn``
+backend) about 200. :func:`linear` runs a layer's forward product and the
+product that gives the input's gradient on oneDNN; the weight's gradient, a
+product over all tokens of two transposed operands, stays on the BLAS, which
+is faster there. The results are the same products up to float32 rounding.
+
+Elsewhere (GPUs, other dtypes, autocast, tracers and compilers, builds
+without oneDNN) :func:`linear` is :func:`torch.nn.functional.linear`.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .cpu_fusion import _fused_ops_work
+from .tracing import is_traced
+
+
+def uses_onednn(x, weight):
+    """Whether :func:`linear` computes ``x`` and ``weight`` on oneDNN.
+
+    Args:
+        x (Tensor): The input.
+        weight (Tensor): The layer's weight.
+
+    Returns:
+        bool: True for CPU float32 inputs and weights without autocast,
+        outside tracers and compilers, when oneDNN is available.
+    """
+    return (x.device.type == 'cpu' and x.dtype == torch.float32
+            and weight.dtype == torch.float32
+            and torch.backends.mkldnn.enabled
+            and not torch.is_autocast_enabled('cpu') and not is_traced()
+            and _fused_ops_work())
+
+
+def onednn_matmul(a, b_t, bias=None):
+    """``a @ b_t.T (+ bias)`` of 2-D float32 CPU tensors on oneDNN (no
+    autograd).
+
+    Args:
+        a (Tensor): Shape (M, K).
+        b_t (Tensor): Shape (N, K); may be a transposed view.
+        bias (Tensor, optional): Shape (N, ).
+
+    Returns:
+        Tensor: Shape (M, N).
+    """
+    return torch.ops.mkldnn._linear_pointwise(a, b_t, bias, 'none', [], '')
+
+
+class _OneDnnLinearFunction(torch.autograd.Function):
+    """``F.linear`` on 2-D inputs with the forward and input-gradient
+    products on oneDNN."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return onednn_matmul(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad_x = onednn_matmul(grad_out, weight.t()) if needs[0] else None
+        grad_weight = grad_out.t().mm(x) if needs[1] else None
+        grad_bias = grad_out.sum(0) if needs[2] and ctx.has_bias else None
+        return grad_x, grad_weight, grad_bias
+
+
+def linear(x, weight, bias=None):
+    """:func:`torch.nn.functional.linear`, on oneDNN for CPU float32.
+
+    Args:
+        x (Tensor): Input of shape (..., in_features).
+        weight (Tensor): Shape (out_features, in_features).
+        bias (Tensor, optional): Shape (out_features, ).
+
+    Returns:
+        Tensor: Shape (..., out_features).
+
+    Examples:
+        >>> import torch
+        >>> x, weight = torch.rand(2, 5, 8), torch.rand(4, 8)
+        >>> torch.allclose(linear(x, weight), x @ weight.T, atol=1e-5)
+        True
+    """
+    if not uses_onednn(x, weight):
+        return F.linear(x, weight, bias)
+    rows = x.reshape(-1, x.shape[-1])
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                    or (bias is not None
+                                        and bias.requires_grad)):
+        out = _OneDnnLinearFunction.apply(rows, weight, bias)
+    else:
+        out = onednn_matmul(rows, weight, bias)
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+class Linear(nn.Linear):
+    """:class:`torch.nn.Linear` computed by :func:`linear` (oneDNN for CPU
+    float32); same parameters and state dict keys.
+
+    Examples:
+        >>> import torch
+        >>> Linear(8, 4)(torch.rand(2, 5, 8)).shape
+        torch.Size([2, 5, 4])
+    """
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
