@@ -659,10 +659,15 @@ def profile(bench, args, device):
 
 
 def malloc_note(args):
-    """How the C allocator handled freed memory during the timings."""
-    if args.keep_freed_memory:
-        return 'malloc keeps freed memory'
-    return 'malloc gives freed memory back (glibc default)'
+    """How the C allocator handled freed memory during the measurements."""
+    notes = []
+    if set(args.modes) - {'memory'}:
+        notes.append('timed with malloc keeping freed memory'
+                     if args.keep_freed_memory else
+                     'timed with glibc\'s default malloc')
+    if 'memory' in args.modes:
+        notes.append('memory with malloc giving freed memory back')
+    return ', '.join(notes)
 
 
 def print_amp_speedup(benches, args, device, load):
