@@ -10,14 +10,18 @@ one element-wise pass more, one hidden-width tensor less per block.
 
 When a hidden-width tensor would be larger than 32 MiB (PCPVT's first stage
 at batch 8, for instance), the rows are computed in chunks of about 2 MiB of
-hidden width. glibc, PyTorch's CPU allocator, gives every block above 32 MiB
-(its largest mmap threshold) fresh pages from the kernel, which zero-fills
-them at every use; such an MLP spent more time in page faults than in its
-products. Chunks are reused from the heap and stay in the cache between the
-two layers. Chunked values and gradients equal the plain layers' up to
-rounding (products over fewer rows, weight gradients summed over the
-chunks); below the threshold everything is one chunk, computed in the plain
-layers' order.
+hidden width. With its default settings glibc, PyTorch's CPU allocator,
+gives every block above 32 MiB (its largest dynamic mmap threshold) fresh
+pages from the kernel, which zero-fills them at every use; such an MLP spent
+more time in page faults than in its products
+(:func:`mmtnt.utils.keep_freed_memory` changes that for a whole process).
+Chunks are reused from the heap and stay in the cache between the two
+layers. Chunked values and gradients equal the plain layers' up to rounding
+(products over fewer rows, weight gradients summed over the chunks); below
+the threshold everything is one chunk, computed in the plain layers' order.
+
+The products are those of :func:`mmtnt.models.utils.linear` (oneDNN for CPU
+float32).
 """
 import torch
 import torch.nn.functional as F
