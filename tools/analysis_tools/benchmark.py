@@ -19,7 +19,9 @@ Timings on the CPU run with ``malloc`` keeping freed memory for reuse
 (``mmtnt.utils.keep_freed_memory``, as ``tools/train.py`` does): with
 glibc's default every train step page-faults its activations in afresh,
 which made the products of the forward pass up to 2-3x slower here for
-every implementation. ``--default-malloc`` measures without it.
+every implementation. ``--default-malloc`` measures without it. A run that
+measures memory gives freed memory back throughout, its timings included:
+time in a separate run.
 
 With ``--compare``, the timm, mmpretrain and mmseg implementations of the
 variant run too (those installed). After warm-up runs the implementations
@@ -507,9 +509,6 @@ def run_benchmark(bench, args, device):
             model.zero_grad(set_to_none=True)
     if 'memory' in args.modes:
         results['memory'] = {}
-        if device.type == 'cpu' and not release_freed_memory():
-            print('warning: could not set the C allocator (not glibc?): the '
-                  'memory column counts freed but cached blocks too')
         for impl, model in models.items():
             optimizer = new_optimizer(model)
             results['memory'][impl] = [
@@ -518,8 +517,6 @@ def run_benchmark(bench, args, device):
             ]
             model.zero_grad(set_to_none=True)
             del optimizer
-        if device.type == 'cpu' and args.keep_freed_memory:
-            keep_freed_memory()
     return results, macs, skipped
 
 
@@ -658,16 +655,31 @@ def profile(bench, args, device):
             sort_by='self_cpu_time_total', row_limit=args.profile_rows))
 
 
+def set_malloc(args, device):
+    """Set how glibc's ``malloc`` handles freed memory for the whole run:
+    given back at once when memory is measured (so that the resident
+    memory follows the live tensors), otherwise kept for reuse unless
+    ``--default-malloc``. Records the outcome in ``args.malloc``."""
+    args.malloc = 'default'
+    if device.type != 'cpu':
+        return
+    if 'memory' in args.modes:
+        if release_freed_memory():
+            args.malloc = 'release'
+        else:
+            print('warning: could not set the C allocator (not glibc?): the '
+                  'memory column counts freed but cached blocks too')
+    elif args.keep_freed_memory and keep_freed_memory():
+        args.malloc = 'keep'
+
+
 def malloc_note(args):
     """How the C allocator handled freed memory during the measurements."""
-    notes = []
-    if set(args.modes) - {'memory'}:
-        notes.append('timed with malloc keeping freed memory'
-                     if args.keep_freed_memory else
-                     'timed with glibc\'s default malloc')
-    if 'memory' in args.modes:
-        notes.append('memory with malloc giving freed memory back')
-    return ', '.join(notes)
+    return {
+        'keep': 'malloc keeps freed memory',
+        'release': 'malloc gives freed memory back at once (memory mode)',
+        'default': 'glibc\'s default malloc',
+    }[args.malloc]
 
 
 def print_amp_speedup(benches, args, device, load):
@@ -799,7 +811,7 @@ def main(argv=None):
         resolve_benchmark(n, args.img_size, args.with_cp) for n in args.names
     ]
     torch.set_num_threads(args.threads)
-    args.keep_freed_memory = args.keep_freed_memory and keep_freed_memory()
+    set_malloc(args, device)
     if args.profile:
         for bench in benches:
             profile(bench, args, device)
