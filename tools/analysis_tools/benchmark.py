@@ -63,6 +63,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from mmtnt.models.utils.onednn_linear import onednn_matmul
 from mmtnt.utils import keep_freed_memory, release_freed_memory
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
@@ -400,8 +401,7 @@ def matmul_peak(dtype, device, size=2048, repeats=10):
     b = torch.randn(size, size, device=device).to(dtype)
     products = [partial(torch.mm, a, b)]
     if device.type == 'cpu' and torch.backends.mkldnn.is_available():
-        products.append(partial(torch.ops.mkldnn._linear_pointwise, a, b,
-                                None, 'none', [], ''))
+        products.append(partial(onednn_matmul, a, b))
     best = float('inf')
     for product in products:
         for _ in range(repeats + 1):  # the first is a warm-up

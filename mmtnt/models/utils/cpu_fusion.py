@@ -42,6 +42,23 @@ def _fused_ops_work():
         return False
 
 
+def onednn_computes(x):
+    """Whether oneDNN's operators may compute layers applied to ``x``.
+
+    Args:
+        x (Tensor): The input of the layers.
+
+    Returns:
+        bool: True for CPU float32 inputs without autocast, when the fused
+        operators are available; False while tracing, scripting or
+        compiling (exporters and compilers see plain layers).
+    """
+    return (x.device.type == 'cpu' and x.dtype == torch.float32
+            and torch.backends.mkldnn.enabled
+            and not torch.is_autocast_enabled('cpu') and not is_traced()
+            and _fused_ops_work())
+
+
 def can_fuse(x, training):
     """Whether the fused operators may compute the layers applied to ``x``.
 
@@ -56,10 +73,7 @@ def can_fuse(x, training):
         scripting or compiling (exporters and compilers see plain layers).
     """
     return (not training and not torch.is_grad_enabled()
-            and x.device.type == 'cpu' and x.dtype == torch.float32
-            and torch.backends.mkldnn.enabled
-            and not torch.is_autocast_enabled('cpu') and not is_traced()
-            and _fused_ops_work())
+            and onednn_computes(x))
 
 
 def linear_gelu(x, linear):

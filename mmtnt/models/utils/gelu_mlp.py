@@ -26,7 +26,7 @@ float32).
 import torch
 import torch.nn.functional as F
 
-from .onednn_linear import onednn_matmul, uses_onednn
+from .onednn_linear import onednn_matmul, records_gradients, uses_onednn
 
 #: Hidden-width tensors above this size are computed in row chunks.
 CHUNK_ABOVE_BYTES = 32 * 2**20
@@ -65,22 +65,24 @@ def _accumulate(total, a, b):
 
 
 def _forward(x, weight1, bias1, weight2, bias2, approximate, chunk,
-             product):
+             product, keep_hidden):
     """The MLP on 2-D ``x``, ``chunk`` rows at a time, with ``product``
-    (``F.linear`` or :func:`onednn_matmul`); returns the output and the
-    GELU's inputs of the chunks."""
+    (``F.linear`` or :func:`onednn_matmul`); returns the output and, with
+    ``keep_hidden``, the GELU's inputs of the chunks (else an empty list,
+    so that each chunk's is freed before the next)."""
     if chunk >= x.shape[0]:
         hidden = product(x, weight1, bias1)
         out = product(F.gelu(hidden, approximate=approximate), weight2,
                       bias2)
-        return out, [hidden]
+        return out, [hidden] if keep_hidden else []
     out = x.new_empty(x.shape[0], weight2.shape[0])
     hiddens = []
     for start in range(0, x.shape[0], chunk):
         hidden = product(x[start:start + chunk], weight1, bias1)
         out[start:start + chunk] = product(
             F.gelu(hidden, approximate=approximate), weight2, bias2)
-        hiddens.append(hidden)
+        if keep_hidden:
+            hiddens.append(hidden)
     return out, hiddens
 
 
@@ -91,7 +93,7 @@ class _GeluMlpFunction(torch.autograd.Function):
     def forward(ctx, x, weight1, bias1, weight2, bias2, approximate, chunk,
                 product):
         out, hiddens = _forward(x, weight1, bias1, weight2, bias2,
-                                approximate, chunk, product)
+                                approximate, chunk, product, True)
         ctx.save_for_backward(x, weight1, weight2, *hiddens)
         ctx.approximate = approximate
         ctx.chunk = chunk
@@ -175,10 +177,10 @@ def gelu_mlp(x, fc1, fc2, approximate='none'):
     chunk = rows_per_chunk(rows.shape[0], fc1.out_features, x.element_size())
     with torch.autocast(device_type, enabled=False):
         product = onednn_matmul if uses_onednn(rows, params[0]) else F.linear
-        if torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                           for t in [rows] + params):
+        if records_gradients(rows, *params):
             out = _GeluMlpFunction.apply(rows, *params, approximate, chunk,
                                          product)
         else:
-            out = _forward(rows, *params, approximate, chunk, product)[0]
+            out = _forward(rows, *params, approximate, chunk, product,
+                           False)[0]
     return out.view(*x.shape[:-1], out.shape[-1])

@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .cpu_fusion import _fused_ops_work
-from .tracing import is_traced
+from .cpu_fusion import onednn_computes
 
 
 def uses_onednn(x, weight):
@@ -31,15 +30,18 @@ def uses_onednn(x, weight):
         bool: True for CPU float32 inputs and weights without autocast,
         outside tracers and compilers, when oneDNN is available.
     """
-    return (x.device.type == 'cpu' and x.dtype == torch.float32
-            and weight.dtype == torch.float32
-            and torch.backends.mkldnn.enabled
-            and not torch.is_autocast_enabled('cpu') and not is_traced()
-            and _fused_ops_work())
+    return weight.dtype == torch.float32 and onednn_computes(x)
+
+
+def records_gradients(*tensors):
+    """Whether autograd records an operation on ``tensors`` (None ones
+    skipped): gradients are enabled and one of them requires a gradient."""
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors)
 
 
 def onednn_matmul(a, b_t, bias=None):
-    """``a @ b_t.T (+ bias)`` of 2-D float32 CPU tensors on oneDNN (no
+    """``a @ b_t.T (+ bias)`` of 2-D CPU tensors on oneDNN (no
     autograd).
 
     Args:
@@ -93,9 +95,7 @@ def linear(x, weight, bias=None):
     if not uses_onednn(x, weight):
         return F.linear(x, weight, bias)
     rows = x.reshape(-1, x.shape[-1])
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                    or (bias is not None
-                                        and bias.requires_grad)):
+    if records_gradients(x, weight, bias):
         out = _OneDnnLinearFunction.apply(rows, weight, bias)
     else:
         out = onednn_matmul(rows, weight, bias)
