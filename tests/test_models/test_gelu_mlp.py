@@ -154,3 +154,105 @@ def test_function_form_matches_functional(layer):
     tol = 0 if layer is Linear else 1e-6
     torch.testing.assert_close(
         gelu_mlp(x, fc1, fc2), fc2(F.gelu(fc1(x))), rtol=tol, atol=tol)
+
+
+def grads_with_norm(mlp, norm, x, inside):
+    """Values and gradients of ``mlp`` after ``norm``: computed inside the
+    MLP, or by the norm first."""
+    norm.zero_grad(set_to_none=True)
+    forward = (lambda m, t: m(t, norm=norm)) if inside else (
+        lambda m, t: plain_mlp(m, norm(t)))
+    grads = grads_of(mlp, x, forward)
+    return grads + [p.grad for p in norm.parameters()]
+
+
+@pytest.mark.parametrize('chunked', [False, True])
+@pytest.mark.parametrize('affine', [True, False])
+def test_norm_inside_gives_values_and_gradients_of_norm_first(
+        monkeypatch, chunked, affine):
+    """The LayerNorm recomputed in the backward pass gives the values and
+    gradients (the norm's own included) of the norm followed by the plain
+    layers: exactly in one chunk, up to rounding over chunks."""
+    if chunked:
+        monkeypatch.setattr(gelu_mlp_module, 'CHUNK_ABOVE_BYTES', 4 * 64 * 100)
+        monkeypatch.setattr(gelu_mlp_module, 'CHUNK_BYTES', 4 * 64 * 16)
+    torch.manual_seed(0)
+    mlp = Mlp(24, 64)
+    norm = nn.LayerNorm(24, eps=1e-6, elementwise_affine=affine)
+    if affine:
+        nn.init.normal_(norm.weight)
+        nn.init.normal_(norm.bias)
+    x = torch.randn(3, 39, 24) * 3 + 1
+    ours = grads_with_norm(mlp, norm, x, inside=True)
+    plain = grads_with_norm(mlp, norm, x, inside=False)
+    assert len(ours) == len(plain) == 6 + 2 * affine
+    tol = dict(rtol=1e-5, atol=1e-5) if chunked else dict(rtol=0, atol=0)
+    for a, b in zip(ours, plain):
+        torch.testing.assert_close(a, b, **tol)
+    with torch.no_grad():
+        torch.testing.assert_close(mlp(x, norm=norm), ours[0], **tol)
+
+
+def test_norm_inside_keeps_its_input_not_its_output():
+    """Norm first, autograd keeps the norm's input and its output (the first
+    layer's input); inside the MLP, only the input."""
+    torch.manual_seed(0)
+    mlp, norm = Mlp(8, 32), nn.LayerNorm(8)
+    x = torch.randn(5, 8, requires_grad=True)
+
+    def token_tensors_kept(forward):
+        kept = set()
+
+        def pack(tensor):
+            if tensor.shape == x.shape:
+                kept.add(tensor.data_ptr())
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            forward()
+        return kept
+
+    assert len(token_tensors_kept(lambda: mlp(norm(x)))) == 2
+    assert token_tensors_kept(lambda: mlp(x, norm=norm)) == {x.data_ptr()}
+
+
+def test_norm_inside_frozen_parts():
+    """Frozen norm or first layer, and inputs without gradients."""
+    torch.manual_seed(0)
+    mlp, norm = Mlp(16, 64), nn.LayerNorm(16)
+    norm.requires_grad_(False)
+    mlp.fc1.requires_grad_(False)
+    x = torch.randn(5, 16)
+    out = mlp(x, norm=norm)
+    out.sum().backward()
+    assert norm.weight.grad is None and mlp.fc1.weight.grad is None
+    expected = torch.autograd.grad(
+        plain_mlp(mlp, norm(x)).sum(), mlp.fc2.weight)[0]
+    torch.testing.assert_close(mlp.fc2.weight.grad, expected)
+    norm.requires_grad_(True)
+    mlp(x, norm=norm).sum().backward()
+    expected = torch.autograd.grad(
+        plain_mlp(mlp, norm(x)).sum(), norm.weight)[0]
+    torch.testing.assert_close(norm.weight.grad, expected)
+
+
+@pytest.mark.parametrize('norm', [
+    nn.LayerNorm((4, 16)),  # not over the channels alone
+    nn.BatchNorm1d(4),
+])
+def test_other_norms_run_first(norm):
+    torch.manual_seed(0)
+    mlp = Mlp(16, 64)
+    x = torch.randn(2, 4, 16)
+    torch.testing.assert_close(
+        mlp(x, norm=norm), plain_mlp(mlp, norm(x)), rtol=0, atol=0)
+
+
+def test_norm_under_autocast_runs_before_the_casts():
+    torch.manual_seed(0)
+    mlp, norm = Mlp(16, 64), nn.LayerNorm(16)
+    x = torch.randn(4, 16, requires_grad=True)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        ours, plain = mlp(x, norm=norm), plain_mlp(mlp, norm(x))
+    assert ours.dtype == torch.bfloat16
+    torch.testing.assert_close(ours, plain, rtol=0, atol=0)

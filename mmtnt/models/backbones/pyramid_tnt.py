@@ -370,7 +370,7 @@ class PyramidTNTBlock(nn.Module):
         sentences = sentences + self.drop_path(
             self.attn(self.norm1(sentences), grid, bias))
         sentences = sentences + self.drop_path(
-            self.mlp(self.norm2(sentences)))
+            self.mlp(sentences, norm=self.norm2))
         return words, sentences
 
 

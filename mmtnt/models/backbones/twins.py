@@ -299,7 +299,7 @@ class TwinsBlock(nn.Module):
                 hidden = self.mlp.act(self.mlp.fc1(hidden))
             return linear_add(hidden, self.mlp.fc2, x)
         x = x + self.drop_path(self.attn(self.norm1(x), hw_shape))
-        return x + self.drop_path(self.mlp(self.norm2(x)))
+        return x + self.drop_path(self.mlp(x, norm=self.norm2))
 
 
 class TwinsStage(nn.Module):

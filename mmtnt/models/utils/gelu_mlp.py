@@ -20,10 +20,19 @@ layers. Chunked values and gradients equal the plain layers' up to rounding
 (products over fewer rows, weight gradients summed over the chunks); below
 the threshold everything is one chunk, computed in the plain layers' order.
 
+A pre-norm block's LayerNorm can run inside too: the MLP then keeps the
+norm's input instead of its output for the backward pass (where autograd
+would keep both, the norm its input and the first layer its output) and
+recomputes the output chunk by chunk: one token-width tensor less per block,
+for one more pass of the norm.
+
 The products are those of :func:`mmtnt.models.utils.linear` (oneDNN for CPU
 float32).
 """
+from typing import Callable, NamedTuple, Optional
+
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from .onednn_linear import onednn_matmul, records_gradients, uses_onednn
@@ -64,86 +73,139 @@ def _accumulate(total, a, b):
     return torch.mm(a, b) if total is None else total.addmm_(a, b)
 
 
-def _forward(x, weight1, bias1, weight2, bias2, approximate, chunk,
-             product, keep_hidden):
-    """The MLP on 2-D ``x``, ``chunk`` rows at a time, with ``product``
-    (``F.linear`` or :func:`onednn_matmul`); returns the output and, with
-    ``keep_hidden``, the GELU's inputs of the chunks (else an empty list,
-    so that each chunk's is freed before the next)."""
-    if chunk >= x.shape[0]:
-        hidden = product(x, weight1, bias1)
-        out = product(F.gelu(hidden, approximate=approximate), weight2,
-                      bias2)
-        return out, [hidden] if keep_hidden else []
-    out = x.new_empty(x.shape[0], weight2.shape[0])
+def _add(total, value):
+    """``total + value``, in place; ``value`` if ``total`` is None."""
+    return value if total is None else total.add_(value)
+
+
+class _Settings(NamedTuple):
+    """The non-tensor arguments of :class:`_GeluMlpFunction`."""
+    approximate: str  # the GELU's
+    chunk: int  # rows computed at once
+    product: Callable  # F.linear or onednn_matmul
+    norm_eps: Optional[float]  # the LayerNorm's; None without a norm
+
+
+def _forward(x, params, settings, keep_hidden):
+    """The MLP on 2-D ``x``, ``settings.chunk`` rows at a time; returns the
+    output and, with ``keep_hidden``, the GELU's inputs of the chunks (else
+    an empty list, so that each chunk's is freed before the next).
+    ``params`` are the layers' weights and biases, then the norm's."""
+    weight1, bias1, weight2, bias2, norm_weight, norm_bias = params
+    product = settings.product
+    out = None if settings.chunk >= x.shape[0] else x.new_empty(
+        x.shape[0], weight2.shape[0])
     hiddens = []
-    for start in range(0, x.shape[0], chunk):
-        hidden = product(x[start:start + chunk], weight1, bias1)
-        out[start:start + chunk] = product(
-            F.gelu(hidden, approximate=approximate), weight2, bias2)
+    for start in range(0, x.shape[0], settings.chunk):
+        rows = x[start:start + settings.chunk]
+        if settings.norm_eps is not None:
+            rows = F.layer_norm(rows, rows.shape[-1:], norm_weight,
+                                norm_bias, settings.norm_eps)
+        hidden = product(rows, weight1, bias1)
+        rows_out = product(
+            F.gelu(hidden, approximate=settings.approximate), weight2, bias2)
+        if out is None:
+            out = rows_out
+        else:
+            out[start:start + settings.chunk] = rows_out
         if keep_hidden:
             hiddens.append(hidden)
     return out, hiddens
 
 
 class _GeluMlpFunction(torch.autograd.Function):
-    """``fc2(gelu(fc1(x)))`` on 2-D inputs, keeping ``x`` and ``fc1(x)``."""
+    """``fc2(gelu(fc1(norm(x))))`` on 2-D inputs, keeping ``x`` and
+    ``fc1(norm(x))``; without a norm (``settings.norm_eps`` None)
+    ``fc2(gelu(fc1(x)))``."""
 
     @staticmethod
-    def forward(ctx, x, weight1, bias1, weight2, bias2, approximate, chunk,
-                product):
-        out, hiddens = _forward(x, weight1, bias1, weight2, bias2,
-                                approximate, chunk, product, True)
-        ctx.save_for_backward(x, weight1, weight2, *hiddens)
-        ctx.approximate = approximate
-        ctx.chunk = chunk
-        ctx.product = product
+    def forward(ctx, x, weight1, bias1, weight2, bias2, norm_weight,
+                norm_bias, settings):
+        params = (weight1, bias1, weight2, bias2, norm_weight, norm_bias)
+        out, hiddens = _forward(x, params, settings, True)
+        ctx.save_for_backward(x, weight1, weight2, norm_weight, norm_bias,
+                              *hiddens)
+        ctx.settings = settings
         ctx.has_bias = (bias1 is not None, bias2 is not None)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        x, weight1, weight2, *hiddens = ctx.saved_tensors
+        x, weight1, weight2, norm_weight, norm_bias, *hiddens = \
+            ctx.saved_tensors
+        settings = ctx.settings
+        chunk, product = settings.chunk, settings.product
         needs = ctx.needs_input_grad
-        grad_x = grad_weight1 = grad_bias1 = grad_weight2 = None
+        needs_norm = settings.norm_eps is not None and any(needs[5:7])
+        grads = [None] * 7  # x, weight1, bias1, weight2, bias2, norm's two
         for index, hidden in enumerate(hiddens):
-            rows = slice(index * ctx.chunk, (index + 1) * ctx.chunk)
-            grad_out_rows = grad_out[rows]
+            rows = slice(index * chunk, (index + 1) * chunk)
+            x_rows, grad_out_rows = x[rows], grad_out[rows]
             if needs[3]:
-                activation = F.gelu(hidden, approximate=ctx.approximate)
-                grad_weight2 = _accumulate(grad_weight2, grad_out_rows.t(),
-                                           activation)
+                activation = F.gelu(hidden, approximate=settings.approximate)
+                grads[3] = _accumulate(grads[3], grad_out_rows.t(),
+                                       activation)
                 del activation
-            if not any(needs[:3]):
+            if not (any(needs[:3]) or needs_norm):
                 continue
-            grad_hidden = ctx.product(grad_out_rows, weight2.t())
+            grad_hidden = product(grad_out_rows, weight2.t())
             # Written over the gradient of the GELU's output (element-wise).
             torch.ops.aten.gelu_backward.grad_input(
-                grad_hidden, hidden, approximate=ctx.approximate,
+                grad_hidden, hidden, approximate=settings.approximate,
                 grad_input=grad_hidden)
-            if needs[0]:
-                grad_x_rows = ctx.product(grad_hidden, weight1.t())
-                if len(hiddens) == 1:
-                    grad_x = grad_x_rows
-                else:
-                    if grad_x is None:
-                        grad_x = x.new_empty(x.shape)
-                    grad_x[rows] = grad_x_rows
-            if needs[1]:
-                grad_weight1 = _accumulate(grad_weight1, grad_hidden.t(),
-                                           x[rows])
             if needs[2] and ctx.has_bias[0]:
-                grad_bias1 = grad_hidden.sum(0) if grad_bias1 is None \
-                    else grad_bias1.add_(grad_hidden.sum(0))
-        grad_bias2 = grad_out.sum(0) if needs[4] and ctx.has_bias[1] \
-            else None
-        return (grad_x, grad_weight1, grad_bias1, grad_weight2, grad_bias2,
-                None, None, None)
+                grads[2] = _add(grads[2], grad_hidden.sum(0))
+            normed = x_rows
+            if settings.norm_eps is not None:
+                # The norm's output is recomputed, not kept.
+                normed, mean, rstd = torch.ops.aten.native_layer_norm(
+                    x_rows, x_rows.shape[-1:], norm_weight, norm_bias,
+                    settings.norm_eps)
+            if needs[1]:
+                grads[1] = _accumulate(grads[1], grad_hidden.t(), normed)
+            if not (needs[0] or needs_norm):
+                continue
+            grad_rows = product(grad_hidden, weight1.t())
+            if settings.norm_eps is not None:
+                grad_rows, grad_norm_weight, grad_norm_bias = \
+                    torch.ops.aten.native_layer_norm_backward(
+                        grad_rows, x_rows, x_rows.shape[-1:], mean, rstd,
+                        norm_weight, norm_bias, [
+                            needs[0], needs[5] and norm_weight is not None,
+                            needs[6] and norm_bias is not None
+                        ])
+                grads[5] = _add(grads[5], grad_norm_weight)
+                grads[6] = _add(grads[6], grad_norm_bias)
+            if needs[0]:
+                if len(hiddens) == 1:
+                    grads[0] = grad_rows
+                else:
+                    if grads[0] is None:
+                        grads[0] = x.new_empty(x.shape)
+                    grads[0][rows] = grad_rows
+        if needs[4] and ctx.has_bias[1]:
+            grads[4] = grad_out.sum(0)
+        return (*grads, None)
 
 
-def gelu_mlp(x, fc1, fc2, approximate='none'):
-    """``fc2(gelu(fc1(x)))``, keeping one hidden-width tensor for backward
-    instead of two, and in row chunks when the hidden tensor is large.
+def _fusable_norm(norm, x):
+    """Whether :func:`gelu_mlp` computes ``norm`` itself: a LayerNorm over
+    the channels of ``x`` without autocast (under autocast the norm runs
+    before the casts, as it would outside)."""
+    return (isinstance(norm, nn.LayerNorm)
+            and tuple(norm.normalized_shape) == (x.shape[-1], )
+            and not torch.is_autocast_enabled(x.device.type))
+
+
+def gelu_mlp(x, fc1, fc2, approximate='none', norm=None):
+    """``fc2(gelu(fc1(norm(x))))``, keeping one hidden-width tensor for
+    backward instead of two, and in row chunks when the hidden tensor is
+    large.
+
+    A LayerNorm over the channels given as ``norm`` is computed inside,
+    row chunk by row chunk: its output is recomputed in the backward pass
+    instead of kept (one token-width tensor less per block, for one more
+    pass of the norm). Other norms are applied first.
 
     Under autocast the inputs and weights are cast to the autocast dtype
     first, as :func:`torch.nn.functional.linear` would cast them.
@@ -154,6 +216,7 @@ def gelu_mlp(x, fc1, fc2, approximate='none'):
         fc2 (nn.Linear): The second layer.
         approximate (str): The GELU's ``approximate`` (``'none'`` or
             ``'tanh'``).
+        norm (nn.Module, optional): A norm applied to ``x`` first.
 
     Returns:
         Tensor: Shape (..., fc2.out_features).
@@ -162,25 +225,32 @@ def gelu_mlp(x, fc1, fc2, approximate='none'):
         >>> import torch
         >>> import torch.nn as nn
         >>> fc1, fc2 = nn.Linear(8, 32), nn.Linear(32, 8)
+        >>> norm = nn.LayerNorm(8)
         >>> x = torch.rand(2, 5, 8, requires_grad=True)
-        >>> out = gelu_mlp(x, fc1, fc2)
-        >>> torch.allclose(out, fc2(nn.functional.gelu(fc1(x))))
+        >>> out = gelu_mlp(x, fc1, fc2, norm=norm)
+        >>> plain = fc2(nn.functional.gelu(fc1(norm(x))))
+        >>> torch.allclose(out, plain, atol=1e-6)
         True
     """
+    norm_eps, norm_params = None, [None, None]
+    if norm is not None and _fusable_norm(norm, x):
+        norm_eps, norm_params = norm.eps, [norm.weight, norm.bias]
+    elif norm is not None:
+        x = norm(x)
     params = [fc1.weight, fc1.bias, fc2.weight, fc2.bias]
     device_type = x.device.type
     if torch.is_autocast_enabled(device_type):
         dtype = torch.get_autocast_dtype(device_type)
         x = x.to(dtype)
         params = [p if p is None else p.to(dtype) for p in params]
+    params += norm_params
     rows = x.reshape(-1, x.shape[-1])
     chunk = rows_per_chunk(rows.shape[0], fc1.out_features, x.element_size())
     with torch.autocast(device_type, enabled=False):
         product = onednn_matmul if uses_onednn(rows, params[0]) else F.linear
+        settings = _Settings(approximate, chunk, product, norm_eps)
         if records_gradients(rows, *params):
-            out = _GeluMlpFunction.apply(rows, *params, approximate, chunk,
-                                         product)
+            out = _GeluMlpFunction.apply(rows, *params, settings)
         else:
-            out = _forward(rows, *params, approximate, chunk, product,
-                           False)[0]
+            out = _forward(rows, params, settings, False)[0]
     return out.view(*x.shape[:-1], out.shape[-1])

@@ -14,7 +14,9 @@ class Mlp(nn.Module):
     With a GELU and no dropout, training keeps one hidden-width tensor for
     the backward pass instead of two, and large inputs are computed in row
     chunks (:func:`gelu_mlp`); the values and gradients are those of the
-    plain layers.
+    plain layers. A pre-norm block passes its norm to :meth:`forward`: a
+    LayerNorm's output is then recomputed in the backward pass instead of
+    kept.
 
     Args:
         in_dims (int): Input and output channels.
@@ -24,7 +26,8 @@ class Mlp(nn.Module):
 
     Examples:
         >>> import torch
-        >>> Mlp(in_dims=32, hidden_dims=128)(torch.rand(2, 5, 32)).shape
+        >>> mlp = Mlp(in_dims=32, hidden_dims=128)
+        >>> mlp(torch.rand(2, 5, 32), norm=nn.LayerNorm(32)).shape
         torch.Size([2, 5, 32])
     """
 
@@ -36,9 +39,18 @@ class Mlp(nn.Module):
         self.fc2 = Linear(hidden_dims, in_dims)
         self.drop = nn.Dropout(drop)
 
-    def forward(self, x):
+    def forward(self, x, norm=None):
+        """``fc2(act(fc1(norm(x))))`` (dropout after each layer).
+
+        Args:
+            x (Tensor): Tokens of shape (..., in_dims).
+            norm (nn.Module, optional): A norm applied to ``x`` first.
+        """
         if self._uses_gelu_mlp():
-            return gelu_mlp(x, self.fc1, self.fc2, self.act.approximate)
+            return gelu_mlp(x, self.fc1, self.fc2, self.act.approximate,
+                            norm=norm)
+        if norm is not None:
+            x = norm(x)
         x = self.drop(self.act(self.fc1(x)))
         return self.drop(self.fc2(x))
 
@@ -108,4 +120,4 @@ class TransformerLayer(nn.Module):
 
     def forward(self, x):
         x = x + self.drop_path(self.attn(self.norm1(x)))
-        return x + self.drop_path(self.mlp(self.norm2(x)))
+        return x + self.drop_path(self.mlp(x, norm=self.norm2))
