@@ -136,7 +136,7 @@ class _GeluMlpFunction(torch.autograd.Function):
         settings = ctx.settings
         chunk, product = settings.chunk, settings.product
         needs = ctx.needs_input_grad
-        needs_norm = settings.norm_eps is not None and any(needs[5:7])
+        needs_norm = any(needs[5:7])  # False for absent (None) params
         grads = [None] * 7  # x, weight1, bias1, weight2, bias2, norm's two
         for index, hidden in enumerate(hiddens):
             rows = slice(index * chunk, (index + 1) * chunk)
@@ -170,10 +170,7 @@ class _GeluMlpFunction(torch.autograd.Function):
                 grad_rows, grad_norm_weight, grad_norm_bias = \
                     torch.ops.aten.native_layer_norm_backward(
                         grad_rows, x_rows, x_rows.shape[-1:], mean, rstd,
-                        norm_weight, norm_bias, [
-                            needs[0], needs[5] and norm_weight is not None,
-                            needs[6] and norm_bias is not None
-                        ])
+                        norm_weight, norm_bias, [needs[0], needs[5], needs[6]])
                 grads[5] = _add(grads[5], grad_norm_weight)
                 grads[6] = _add(grads[6], grad_norm_bias)
             if needs[0]:
@@ -233,10 +230,11 @@ def gelu_mlp(x, fc1, fc2, approximate='none', norm=None):
         True
     """
     norm_eps, norm_params = None, [None, None]
-    if norm is not None and _fusable_norm(norm, x):
-        norm_eps, norm_params = norm.eps, [norm.weight, norm.bias]
-    elif norm is not None:
-        x = norm(x)
+    if norm is not None:
+        if _fusable_norm(norm, x):
+            norm_eps, norm_params = norm.eps, [norm.weight, norm.bias]
+        else:
+            x = norm(x)
     params = [fc1.weight, fc1.bias, fc2.weight, fc2.bias]
     device_type = x.device.type
     if torch.is_autocast_enabled(device_type):
