@@ -24,7 +24,7 @@ from mmengine.runner import Runner
 
 from mmtnt.utils import (check_data_paths, keep_freed_memory,
                          register_checkpoint_safe_globals,
-                         setup_cpu_distributed)
+                         setup_cpu_distributed, shutdown_cpu_distributed)
 
 TASKS = ('mmpretrain', 'mmdet', 'mmseg')
 
@@ -244,6 +244,7 @@ def main():
     metrics = runner.test()
     if args.out is not None and dump_metric is None and runner.rank == 0:
         mmengine.dump(metrics, args.out)
+    shutdown_cpu_distributed()
 
 
 if __name__ == '__main__':

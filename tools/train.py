@@ -24,7 +24,7 @@ from mmengine.runner import Runner
 from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
 from mmtnt.utils import (check_data_paths, keep_freed_memory,
                          register_checkpoint_safe_globals,
-                         setup_cpu_distributed)
+                         setup_cpu_distributed, shutdown_cpu_distributed)
 
 
 def parse_args():
@@ -188,6 +188,7 @@ def main():
     else:
         runner = Runner.from_cfg(cfg)
     runner.train()
+    shutdown_cpu_distributed()
 
 
 if __name__ == '__main__':

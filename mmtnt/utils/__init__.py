@@ -3,11 +3,12 @@ from .checkpoint import (checkpoint_safe_globals, history_buffer_attribute,
                          register_checkpoint_safe_globals)
 from .data_check import check_data_paths
 from .distributed import (cpu_model_wrapper_cfg, init_cpu_process_group,
-                          setup_cpu_distributed)
+                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 __all__ = [
     'keep_freed_memory', 'release_freed_memory',
     'checkpoint_safe_globals', 'history_buffer_attribute',
     'register_checkpoint_safe_globals', 'check_data_paths',
-    'cpu_model_wrapper_cfg', 'init_cpu_process_group', 'setup_cpu_distributed'
+    'cpu_model_wrapper_cfg', 'init_cpu_process_group', 'setup_cpu_distributed',
+    'shutdown_cpu_distributed'
 ]

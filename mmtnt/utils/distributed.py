@@ -109,3 +109,27 @@ def setup_cpu_distributed(cfg):
     dist_cfg = cfg.get('env_cfg', {}).get('dist_cfg', {})
     init_cpu_process_group(cfg.launcher, dist_cfg.get('timeout'))
     cfg.model_wrapper_cfg = cpu_model_wrapper_cfg(cfg)
+
+
+def shutdown_cpu_distributed():
+    """End a run set up by :func:`setup_cpu_distributed`: wait for every
+    rank, then destroy the process group.
+
+    Call it after the run has finished on this rank; without a gloo process
+    group (GPU and single-process runs) it does nothing.
+
+    gloo's worker threads drop the tensors of a finished collective after
+    the caller has been told it finished. When those tensors were made in
+    Python (mmengine's object collectives), dropping them takes the GIL; at
+    interpreter exit a thread that asks for the GIL is terminated, and a
+    gloo worker terminated there aborts the process (SIGABRT, "terminate
+    called without an active exception") after the run's results have been
+    written. The barrier releases the GIL while the ranks meet, so the
+    workers finish first.
+    """
+    if not (torch_dist.is_available() and torch_dist.is_initialized()):
+        return
+    if torch_dist.get_backend() != 'gloo':
+        return
+    torch_dist.barrier()
+    torch_dist.destroy_process_group()

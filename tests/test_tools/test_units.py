@@ -20,7 +20,7 @@ from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
 from mmtnt.utils import (check_data_paths, cpu_model_wrapper_cfg,
                          init_cpu_process_group,
                          register_checkpoint_safe_globals,
-                         setup_cpu_distributed)
+                         setup_cpu_distributed, shutdown_cpu_distributed)
 
 
 def load_tool(name):
@@ -189,6 +189,30 @@ def test_slurm_launcher_on_cpu(monkeypatch):
         assert os.environ['LOCAL_RANK'] == '0'
     finally:
         torch_dist.destroy_process_group()
+
+
+def test_shutdown_cpu_distributed_meets_the_ranks_then_ends_the_group(
+        monkeypatch):
+    for key in ('SLURM_PROCID', 'SLURM_NTASKS', 'LOCAL_RANK'):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv('RANK', '0')
+    monkeypatch.setenv('WORLD_SIZE', '1')
+    monkeypatch.setenv('MASTER_ADDR', '127.0.0.1')
+    monkeypatch.setenv('MASTER_PORT', str(free_port()))
+    init_cpu_process_group('pytorch', timeout=60)
+    calls = []
+    barrier = torch_dist.barrier
+    monkeypatch.setattr(torch_dist, 'barrier',
+                        lambda: calls.append('barrier') or barrier())
+    try:
+        shutdown_cpu_distributed()
+        assert calls == ['barrier']
+        assert not torch_dist.is_initialized()
+        shutdown_cpu_distributed()  # nothing left to end: does nothing
+        assert calls == ['barrier']
+    finally:
+        if torch_dist.is_initialized():
+            torch_dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------- CPU AMP
