@@ -13,12 +13,16 @@ available it does nothing, so GPU runs go through mmengine unchanged.
 import datetime
 import os
 import subprocess
+import time
 
 import torch
 import torch.distributed as torch_dist
 from mmengine.config import ConfigDict
 from mmengine.registry import MODEL_WRAPPERS
 from torch.nn.parallel import DistributedDataParallel
+
+#: How long :func:`shutdown_cpu_distributed` leaves gloo's workers the GIL.
+GLOO_DRAIN_SECONDS = 0.1
 
 
 def _export_slurm_env(default_port=29500):
@@ -124,12 +128,14 @@ def shutdown_cpu_distributed():
     interpreter exit a thread that asks for the GIL is terminated, and a
     gloo worker terminated there aborts the process (SIGABRT, "terminate
     called without an active exception") after the run's results have been
-    written. The barrier releases the GIL while the ranks meet, so the
-    workers finish first.
+    written. The barrier and a short sleep release the GIL, so the workers
+    finish first; the sleep covers a worker the scheduler has not run
+    during the barrier (2 CPU cores shared by two ranks).
     """
     if not (torch_dist.is_available() and torch_dist.is_initialized()):
         return
     if torch_dist.get_backend() != 'gloo':
         return
     torch_dist.barrier()
+    time.sleep(GLOO_DRAIN_SECONDS)
     torch_dist.destroy_process_group()
