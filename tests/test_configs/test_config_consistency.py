@@ -431,6 +431,12 @@ def test_paramwise_rules_reach_parameters(rel_path):
         assert decay_problems(cfg) == []
 
 
+@pytest.mark.parametrize('rel_path', VARIANT_CONFIGS)
+def test_variant_configs_use_the_fused_adamw(rel_path):
+    optimizer = load(rel_path).optim_wrapper.optimizer
+    assert (optimizer.type, optimizer.get('fused')) == ('AdamW', True)
+
+
 # ---------------------------------------------------------------------------
 # the checks find broken configs
 # ---------------------------------------------------------------------------

@@ -11,8 +11,14 @@ _base_ = 'mmseg::_base_/schedules/schedule_160k.py'
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
-        type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),
+        type='AdamW',
+        lr=6e-5,
+        betas=(0.9, 0.999),
+        weight_decay=0.01,
+        fused=True),
     paramwise_cfg=dict(norm_decay_mult=0.0),
     clip_grad=None)
 

@@ -10,8 +10,14 @@ _base_ = 'mmseg::_base_/schedules/schedule_80k.py'
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
-        type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=1e-4),
+        type='AdamW',
+        lr=1e-4,
+        betas=(0.9, 0.999),
+        weight_decay=1e-4,
+        fused=True),
     clip_grad=None)
 
 param_scheduler = [

@@ -12,12 +12,15 @@ _base_ = 'mmdet::_base_/schedules/schedule_1x.py'
 
 optim_wrapper = dict(
     type='OptimWrapper',
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
         _delete_=True,
         type='AdamW',
         lr=1e-4,
         betas=(0.9, 0.999),
-        weight_decay=1e-4),
+        weight_decay=1e-4,
+        fused=True),
     clip_grad=None)
 
 # `--auto-scale-lr` rescales the LR from 16 images per iteration.

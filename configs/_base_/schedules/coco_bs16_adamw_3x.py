@@ -28,12 +28,15 @@ param_scheduler = [
 
 optim_wrapper = dict(
     type='OptimWrapper',
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
         _delete_=True,
         type='AdamW',
         lr=1e-4,
         betas=(0.9, 0.999),
-        weight_decay=0.05),
+        weight_decay=0.05,
+        fused=True),
     paramwise_cfg=dict(norm_decay_mult=0.0),
     clip_grad=None)
 

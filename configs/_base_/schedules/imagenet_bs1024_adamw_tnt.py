@@ -1,9 +1,15 @@
 # The TNT schedule: AdamW, lr 1e-3 at a total batch of 1024, weight decay
 # 0.05, 5 linear warm-up epochs, then cosine to 300 epochs.
 optim_wrapper = dict(
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
-        type='AdamW', lr=1e-3, weight_decay=0.05, eps=1e-8,
-        betas=(0.9, 0.999)),
+        type='AdamW',
+        lr=1e-3,
+        weight_decay=0.05,
+        eps=1e-8,
+        betas=(0.9, 0.999),
+        fused=True),
     # No weight decay on norms, biases, the class token and the position
     # embeddings (mmtnt names them `cls_token`, `sentence_pos`, `word_pos`).
     paramwise_cfg=dict(

@@ -2,9 +2,15 @@
 # a total batch of 1024, weight decay 0.05, gradient clipping at norm 5,
 # 5 linear warm-up epochs from 1e-6, then cosine to 1e-5 at epoch 300.
 optim_wrapper = dict(
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
-        type='AdamW', lr=1e-3, weight_decay=0.05, eps=1e-8,
-        betas=(0.9, 0.999)),
+        type='AdamW',
+        lr=1e-3,
+        weight_decay=0.05,
+        eps=1e-8,
+        betas=(0.9, 0.999),
+        fused=True),
     # As the official runs (timm's optimizer factory and the model's
     # no_weight_decay): no weight decay on biases, norms and the position
     # encodings (mmtnt's `stages.i.pos_conv`, a depth-wise convolution).
