@@ -11,7 +11,7 @@ _base_ = 'mmseg::_base_/schedules/schedule_160k.py'
 optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
-    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 2-4x faster
     # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
         type='AdamW',

@@ -28,7 +28,7 @@ param_scheduler = [
 
 optim_wrapper = dict(
     type='OptimWrapper',
-    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 2-4x faster
     # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
         _delete_=True,

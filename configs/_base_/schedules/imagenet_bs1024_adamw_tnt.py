@@ -1,7 +1,7 @@
 # The TNT schedule: AdamW, lr 1e-3 at a total batch of 1024, weight decay
 # 0.05, 5 linear warm-up epochs, then cosine to 300 epochs.
 optim_wrapper = dict(
-    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 2-4x faster
     # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
         type='AdamW',

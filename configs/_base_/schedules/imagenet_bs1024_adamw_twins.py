@@ -2,7 +2,7 @@
 # a total batch of 1024, weight decay 0.05, gradient clipping at norm 5,
 # 5 linear warm-up epochs from 1e-6, then cosine to 1e-5 at epoch 300.
 optim_wrapper = dict(
-    # `fused=True`: PyTorch's one-kernel AdamW, the same update 3-4x faster
+    # `fused=True`: PyTorch's one-kernel AdamW, the same update 2-4x faster
     # than the loop over parameters (CPU and CUDA).
     optimizer=dict(
         type='AdamW',
