@@ -18,6 +18,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 from mmengine.config import ConfigDict
+from mmengine.dist import is_distributed
 from mmengine.registry import MODEL_WRAPPERS
 from torch.nn.parallel import DistributedDataParallel
 
@@ -132,9 +133,7 @@ def shutdown_cpu_distributed():
     finish first; the sleep covers a worker the scheduler has not run
     during the barrier (2 CPU cores shared by two ranks).
     """
-    if not (torch_dist.is_available() and torch_dist.is_initialized()):
-        return
-    if torch_dist.get_backend() != 'gloo':
+    if not is_distributed() or torch_dist.get_backend() != 'gloo':
         return
     torch_dist.barrier()
     time.sleep(GLOO_DRAIN_SECONDS)
