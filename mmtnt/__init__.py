@@ -1,4 +1,5 @@
 """mmtnt: TNT, PyramidTNT and Twins backbones for OpenMMLab."""
+from .accel import accelerate_for_cpu
 from .utils import register_checkpoint_safe_globals
 from .version import __version__
 
@@ -7,4 +8,4 @@ from .version import __version__
 # resuming works without switching that safety off.
 register_checkpoint_safe_globals()
 
-__all__ = ['__version__']
+__all__ = ['__version__', 'accelerate_for_cpu']

@@ -22,8 +22,8 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.registry import METRICS, RUNNERS
 from mmengine.runner import Runner
 
-from mmtnt.utils import (check_data_paths, keep_freed_memory,
-                         register_checkpoint_safe_globals,
+from mmtnt.accel import accelerate_runner
+from mmtnt.utils import (check_data_paths, register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 TASKS = ('mmpretrain', 'mmdet', 'mmseg')
@@ -79,6 +79,11 @@ def parse_args():
         choices=['none', 'pytorch', 'slurm'],
         default='none',
         help='job launcher')
+    parser.add_argument(
+        '--no-cpu-accel',
+        action='store_true',
+        help='on the CPU, run the plain model without mmtnt\'s CPU '
+        'accelerator (the `cpu_accel` key of the config)')
     # torch.distributed.launch passes `--local-rank` from PyTorch 2.0 on,
     # `--local_rank` before.
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
@@ -200,6 +205,8 @@ def merge_args(cfg, args):
     if args.tta:
         enable_tta(cfg)
 
+    if args.no_cpu_accel:
+        cfg.cpu_accel = False
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)
     return cfg
@@ -233,12 +240,12 @@ def main():
 
     setup_cpu_distributed(cfg)
     register_checkpoint_safe_globals()
-    # Freed activations are reused instead of page-faulted in every step.
-    keep_freed_memory()
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)
     else:
         runner = Runner.from_cfg(cfg)
+    # On the CPU: mmtnt.accelerate_for_cpu, unless switched off.
+    accelerate_runner(runner)
     if dump_metric is not None:
         runner.test_evaluator.metrics.append(dump_metric)
     metrics = runner.test()

@@ -45,12 +45,12 @@ _OFFICIAL_TO_MMTNT = [
     (r'\.proj_norm1\.', '.words_to_sentence.norm_in.'),
     (r'\.(blocks\.\d+)\.proj\.', r'.\1.words_to_sentence.fc.'),
     (r'\.proj_norm2\.', '.words_to_sentence.norm_out.'),
-    (r'\.outer_norm1\.', '.norm1.'),
-    (r'\.outer_attn\.linear\.', '.attn.sr_proj.'),
-    (r'\.outer_attn\.norm\.', '.attn.sr_norm.'),
-    (r'\.outer_attn\.', '.attn.'),
-    (r'\.outer_norm2\.', '.norm2.'),
-    (r'\.outer_mlp\.', '.mlp.'),
+    (r'\.outer_norm1\.', '.outer.norm1.'),
+    (r'\.outer_attn\.linear\.', '.outer.attn.sr_proj.'),
+    (r'\.outer_attn\.norm\.', '.outer.attn.sr_norm.'),
+    (r'\.outer_attn\.', '.outer.attn.'),
+    (r'\.outer_norm2\.', '.outer.norm2.'),
+    (r'\.outer_mlp\.', '.outer.mlp.'),
 ]
 
 
@@ -159,7 +159,7 @@ def describe_pyramid_tnt(state_dict):
         }) for i in stages
     ]
     outer_dims = [
-        state_dict[f'stages.{i}.blocks.0.norm1.weight'].numel()
+        state_dict[f'stages.{i}.blocks.0.outer.norm1.weight'].numel()
         for i in stages
     ]
     inner_dims = [

@@ -1,4 +1,3 @@
-from .allocator import keep_freed_memory, release_freed_memory
 from .checkpoint import (checkpoint_safe_globals, history_buffer_attribute,
                          register_checkpoint_safe_globals)
 from .data_check import check_data_paths
@@ -6,7 +5,6 @@ from .distributed import (cpu_model_wrapper_cfg, init_cpu_process_group,
                           setup_cpu_distributed, shutdown_cpu_distributed)
 
 __all__ = [
-    'keep_freed_memory', 'release_freed_memory',
     'checkpoint_safe_globals', 'history_buffer_attribute',
     'register_checkpoint_safe_globals', 'check_data_paths',
     'cpu_model_wrapper_cfg', 'init_cpu_process_group', 'setup_cpu_distributed',

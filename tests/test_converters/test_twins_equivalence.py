@@ -308,9 +308,10 @@ def test_mmseg_lsa_mask_is_wrong_when_one_pad_is_zero():
     pytest.importorskip('mmseg')
     from mmseg.models.backbones.twins import LocallyGroupedSelfAttention
 
-    from mmtnt.models.backbones.twins import LocallyGroupedAttention
+    from mmtnt.models.layers import LocallyGroupedAttention
     torch.manual_seed(0)
-    ours = LocallyGroupedAttention(32, 4, window_size=7).eval()
+    ours = LocallyGroupedAttention(32, 4, window_size=7,
+                                   qkv_bias=True).eval()
     theirs = LocallyGroupedSelfAttention(
         32, 4, qkv_bias=True, window_size=7).eval()
     theirs.load_state_dict(ours.state_dict())

@@ -3,7 +3,8 @@
 Each backbone, in a tiny arch, is compiled with ``fullgraph=True`` (a graph
 break fails the test) inside a module that pools its last stage and computes
 a loss; one forward and backward pass must give the loss, gradients and
-updated buffers of the eager model, and reach every parameter.
+updated buffers of the eager model in float64 (the exact values, which the
+eager fp32 pass must give too), and reach every parameter.
 """
 import copy
 
@@ -58,9 +59,12 @@ BACKBONES = {
         arch=dict(TWINS_TINY, depths=[2, 1], window_sizes=[3, 3])),
 }
 # Allowed difference, relative to the largest magnitude of a tensor: inductor
-# fuses and reorders fp32 sums. Measured: the eager fp32 gradients of the
-# tiny PyramidTNT are up to 2.5e-4 of that off the float64 ones, and the
-# compiled up to 1.1e-4 off the eager; the other backbones' up to 3e-6.
+# fuses and reorders fp32 sums. Measured with the models' own initialization
+# (seeds 0-2): the compiled fp32 gradients of the tiny PyramidTNT are up to
+# 8.3e-4 of that off the float64 ones. (With PyTorch's default
+# initialization some seeds make its gradients so ill-conditioned that
+# compiled and eager fp32 differ by 1e-2, before and after the plain-model
+# refactor alike.)
 RELATIVE_TOLERANCE = 1e-3
 
 
@@ -113,23 +117,29 @@ def fresh_dynamo():
 @pytest.mark.parametrize('name', list(BACKBONES))
 def test_compiled_train_step_matches_eager(name, fresh_dynamo):
     torch.manual_seed(0)
-    eager = PooledLoss(BACKBONES[name]()).train()
+    backbone = BACKBONES[name]()
+    backbone.init_weights()  # as training starts
+    eager = PooledLoss(backbone).train()
     compiled = copy.deepcopy(eager)
     # Not the models' img_size: the position terms are resized.
     inputs = torch.randn(2, 3, 64, 96)
     target = torch.tensor([0, 3])
 
-    loss, grads = train_step(eager, inputs, target)
-    compiled_loss, compiled_grads = train_step(
-        compiled, inputs, target, compile=True)
+    exact = copy.deepcopy(eager).double()
 
-    assert_close_to_scale(compiled_loss, loss, 'loss')
-    missing = [n for n, g in compiled_grads.items() if g is None]
-    assert not missing, f'parameters without gradient: {missing}'
-    assert all(g is not None for g in grads.values())
-    for key, grad in grads.items():
-        assert_close_to_scale(compiled_grads[key], grad, key)
+    loss, grads = train_step(exact, inputs.double(), target)
+    results = dict(
+        eager=train_step(eager, inputs, target),
+        compiled=train_step(compiled, inputs, target, compile=True))
+    for kind, (fp32_loss, fp32_grads) in results.items():
+        assert_close_to_scale(fp32_loss.double(), loss, f'{kind} loss')
+        missing = [n for n, g in fp32_grads.items() if g is None]
+        assert not missing, f'{kind}: parameters without gradient: {missing}'
+        for key, grad in grads.items():
+            assert_close_to_scale(fp32_grads[key].double(), grad,
+                                  f'{kind} {key}')
     # Batch norm statistics (PyramidTNT's stem) are updated alike.
-    for (key, buffer), (_, compiled_buffer) in zip(eager.named_buffers(),
+    for (key, buffer), (_, compiled_buffer) in zip(exact.named_buffers(),
                                                    compiled.named_buffers()):
-        assert_close_to_scale(compiled_buffer, buffer, key)
+        if buffer.is_floating_point():
+            assert_close_to_scale(compiled_buffer.double(), buffer, key)

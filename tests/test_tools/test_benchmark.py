@@ -23,8 +23,9 @@ def test_compare_prints_every_peer_with_ratios_and_flops():
                       'train', 'memory', *QUICK)
     assert result.returncode == 0
     rows = table_rows(result.stdout)
-    assert [row[1] for row in rows] == ['mmtnt', 'timm', 'mmpretrain',
-                                        'mmseg']
+    assert [row[1] for row in rows] == ['mmtnt', 'mmtnt-plain', 'timm',
+                                        'mmpretrain', 'mmseg']
+    assert 'mmtnt with the CPU accelerator' in result.stdout
     for row in rows:
         forward, forward_flops, _, train, train_flops, _, memory, _ = row[2:]
         assert float(forward.split()[0]) > 0
@@ -37,6 +38,15 @@ def test_compare_prints_every_peer_with_ratios_and_flops():
             assert float(cell.split()[0]) > 0
     assert 'matmul peak' in result.stdout
     assert 'malloc gives freed memory back at once' in result.stdout
+
+
+def test_no_cpu_accel_runs_the_plain_backbone():
+    result = run_tool(BENCHMARK, 'svt-s', '--compare', '--impls', 'mmtnt',
+                      'mmtnt-plain', 'timm', '--modes', 'forward',
+                      '--no-flops', '--no-cpu-accel', *QUICK)
+    assert result.returncode == 0
+    assert [row[1] for row in table_rows(result.stdout)] == ['mmtnt', 'timm']
+    assert 'mmtnt without the CPU accelerator' in result.stdout
 
 
 def test_default_malloc_is_said():
@@ -84,12 +94,13 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
         import torch
         sys.path.insert(0, {str(TOOLS / 'analysis_tools')!r})
         import benchmark
-        from mmtnt.models.utils import Mlp
-        from mmtnt.models.utils import transformer
+        from mmtnt.accel import accelerate_for_cpu
+        from mmtnt.accel.modules import CpuMlp
+        from mmtnt.models.layers import Mlp
 
         assert benchmark.release_freed_memory()
         torch.manual_seed(0)
-        mlp = Mlp(16, 512)
+        mlp = accelerate_for_cpu(Mlp(16, 512))
         model = torch.nn.Sequential(mlp, torch.nn.Flatten(1),
                                     torch.nn.Linear(16384 * 16, 10))
         images = torch.randn(1, 16384, 16)
@@ -98,7 +109,7 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
         step = lambda: benchmark.train_step_memory(
             model, optimizer, images, labels, contextlib.nullcontext)
         ours = step()
-        transformer.Mlp._uses_gelu_mlp = lambda self: False
+        CpuMlp._uses_gelu_mlp = lambda self: False
         plain = step()
         print((plain - ours) / 2**20)
     """)

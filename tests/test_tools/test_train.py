@@ -66,6 +66,7 @@ def test_amp_trains_in_bfloat16_on_cpu_with_scaled_lr(make_config, tmp_path):
                       'train_cfg.max_epochs=1',
                       'auto_scale_lr.base_batch_size=2')
     assert result.returncode == 0
+    assert 'CPU accelerator: on' in result.stdout + result.stderr
     assert (work_dir / 'linear_dtypes.txt').read_text() == 'torch.bfloat16'
     record = load_checkpoint(work_dir / 'rank0.pth')
     assert len(record['losses']) == 4
@@ -75,6 +76,15 @@ def test_amp_trains_in_bfloat16_on_cpu_with_scaled_lr(make_config, tmp_path):
     assert checkpoint['optimizer']['param_groups'][0]['initial_lr'] == 2e-3
     assert "type='mmtnt.CPUAmpOptimWrapper'" in checkpoint['meta']['cfg']
     assert "dtype='bfloat16'" in checkpoint['meta']['cfg']
+
+
+def test_no_cpu_accel_trains_the_plain_model(make_config, tmp_path):
+    result = run_tool('train.py', make_config('plain.py'), '--work-dir',
+                      tmp_path / 'work', '--no-cpu-accel', '--cfg-options',
+                      'train_cfg.max_epochs=1')
+    assert result.returncode == 0
+    assert 'CPU accelerator: off' in result.stdout + result.stderr
+    assert (tmp_path / 'work' / 'epoch_1.pth').is_file()
 
 
 @pytest.mark.parametrize('tool', ['train.py', 'test.py'])

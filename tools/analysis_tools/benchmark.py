@@ -15,8 +15,12 @@ pool, a 1000-class linear head) and run on one random batch:
   return every freed tensor to the system (``release_freed_memory``),
   measured after all timings; on a GPU, ``torch.cuda.max_memory_allocated``.
 
-Timings on the CPU run with ``malloc`` keeping freed memory for reuse
-(``mmtnt.utils.keep_freed_memory``, as ``tools/train.py`` does): with
+On the CPU mmtnt's backbone runs with the CPU accelerator
+(``mmtnt.accelerate_for_cpu``, as ``tools/train.py`` applies it), unless
+``--no-cpu-accel``; with ``--compare`` the plain backbone runs too, as
+``mmtnt-plain``. Timings on the CPU run with ``malloc`` keeping freed
+memory for reuse (``mmtnt.accel.keep_freed_memory``, as ``tools/train.py``
+does): with
 glibc's default every train step page-faults its activations in afresh,
 which made the products of the forward pass up to 2-3x slower here for
 every implementation. ``--default-malloc`` measures without it. A run that
@@ -63,8 +67,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mmtnt.models.utils.onednn_linear import onednn_matmul
-from mmtnt.utils import keep_freed_memory, release_freed_memory
+from mmtnt.accel import (accelerate_for_cpu, keep_freed_memory,
+                         release_freed_memory)
+from mmtnt.accel.linear import onednn_matmul
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from get_flops import default_shape, flop_analyzer, load_config  # noqa: E402
@@ -265,10 +270,13 @@ class Benchmark:
         self.img_size = img_size
         self.peers = peers
 
-    def builders(self, compare):
-        """The implementations to build: mmtnt first, then the peers."""
+    def builders(self, compare, with_plain=False):
+        """The implementations to build: mmtnt first, then (with
+        ``with_plain``) mmtnt's plain backbone, then the peers."""
         impls = dict(mmtnt=partial(build_mmtnt, self.backbone))
         if compare:
+            if with_plain:
+                impls['mmtnt-plain'] = impls['mmtnt']
             impls.update(self.peers)
         return impls
 
@@ -416,14 +424,18 @@ def matmul_peak(dtype, device, size=2048, repeats=10):
 def build_candidates(bench, args, device):
     """Build each implementation; those that cannot be built are reported
     and left out."""
+    accelerated = args.cpu_accel and device.type == 'cpu'
     models, skipped = {}, {}
-    for impl, build in bench.builders(args.compare).items():
+    for impl, build in bench.builders(args.compare, accelerated).items():
         if args.impls and impl not in args.impls:
             continue
         try:
             models[impl] = build(img_size=bench.img_size).to(device)
         except (ImportError, KeyError) as error:
             skipped[impl] = f'{type(error).__name__}: {error}'
+            continue
+        if impl == 'mmtnt' and accelerated:
+            accelerate_for_cpu(models[impl].backbone)
     return models, skipped
 
 
@@ -632,11 +644,13 @@ def profile(bench, args, device):
     implementation ``args.profile``."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
-    builders = bench.builders(compare=True)
+    builders = bench.builders(compare=True, with_plain=True)
     if args.profile not in builders:
         raise SystemExit(f'{bench.name} has no implementation '
                          f'{args.profile!r}: choose from {list(builders)}.')
     model = builders[args.profile](img_size=bench.img_size).to(device)
+    if args.profile == 'mmtnt' and args.cpu_accel and device.type == 'cpu':
+        accelerate_for_cpu(model.backbone)
     images, labels = random_batch(bench, args, device)
     optimizer = new_optimizer(model)
     autocast = make_autocast(args, device)
@@ -675,6 +689,15 @@ def set_malloc(args, device):
         args.malloc = 'keep'
 
 
+def accel_note(args, device):
+    """Whether mmtnt's backbone runs with the CPU accelerator."""
+    if device.type != 'cpu':
+        return 'plain mmtnt'
+    if args.cpu_accel:
+        return 'mmtnt with the CPU accelerator'
+    return 'mmtnt without the CPU accelerator (--no-cpu-accel)'
+
+
 def malloc_note(args):
     """How the C allocator handled freed memory during the measurements."""
     return {
@@ -700,7 +723,8 @@ def print_amp_speedup(benches, args, device, load):
           f'{amp_dtype(args, device, force=True)} against float32, batch '
           f'{args.batch_size}, {args.threads} threads, median of '
           f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; {malloc_note(args)}; load average {load:.1f} -> '
+          f'runs; {accel_note(args, device)}; {malloc_note(args)}; load '
+          f'average {load:.1f} -> '
           f'{os.getloadavg()[0]:.1f}')
     print(format_table(header, rows))
 
@@ -775,6 +799,12 @@ def parse_args(argv=None):
         help='leave glibc\'s malloc giving freed memory back to the kernel '
         '(its default) instead of keeping it for reuse, as tools/train.py '
         'does')
+    parser.add_argument(
+        '--no-cpu-accel',
+        dest='cpu_accel',
+        action='store_false',
+        help='run mmtnt\'s plain backbone on the CPU too, without '
+        'mmtnt.accelerate_for_cpu')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument(
         '--profile',
@@ -833,7 +863,8 @@ def main(argv=None):
           f'{"autocast" if args.amp else "(no autocast)"}, batch '
           f'{args.batch_size}, {args.threads} threads, median of '
           f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; {malloc_note(args)}; matmul peak {peak:.0f} GFLOP/s; '
+          f'runs; {accel_note(args, device)}; {malloc_note(args)}; matmul '
+          f'peak {peak:.0f} GFLOP/s; '
           f'load average {load:.1f} '
           f'-> {os.getloadavg()[0]:.1f}')
     print(format_table(table_header(modes), rows))

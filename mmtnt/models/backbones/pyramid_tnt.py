@@ -1,17 +1,18 @@
+"""PyramidTNT (https://arxiv.org/abs/2201.00978)."""
 import math
+import re
 from collections import OrderedDict
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmcv.cnn.bricks import DropPath
 from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
-from ..utils import (Linear, Mlp, MultiheadSelfAttention,
-                     normalize_out_indices, resize_pos_embed, resolve_arch)
+from ..layers import (MultiheadAttention, SpatialReductionAttention,
+                      TransformerBlock, drop_path_rates)
+from ..utils import normalize_out_indices, resize_pos_embed, resolve_arch
 from ..utils.attention_bias import resize_attention_bias
 from .base_backbone import BaseBackbone
 from .tnt import WordsToSentence
@@ -82,9 +83,7 @@ class ConvStem(nn.Module):
     def forward(self, x):
         """Return words (B*h*w, 16, c) and sentences (B, h*w, C) of an
         image (B, 3, 8h, 8w)."""
-        # Channels-last maps: faster convolutions on CPU, and the tokens are
-        # then views or a single copy of them.
-        x = self.shared(x.contiguous(memory_format=torch.channels_last))
+        x = self.shared(x)
         words = self.word_branch(x).permute(0, 2, 3, 1)  # B, H, W, c
         B, H, W, c = words.shape
         k = WORDS_PER_SIDE
@@ -133,8 +132,7 @@ class WordAggregation(nn.Module):
             x = F.pad(x, (0, 0, 0, 0, 0, 0, 0, w % 2, 0, h % 2))
         h2, w2 = (h + 1) // 2, (w + 1) // 2
         # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
-        # one copy into channels-last 8x8 word maps (faster convolution,
-        # and the words come out of it as a view).
+        # the 8x8 word map of each group of sentences.
         x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
         x = x.reshape(B * h2 * w2, 2 * k, 2 * k, c).permute(0, 3, 1, 2)
         x = self.conv(x).permute(0, 2, 3, 1)  # B*h2*w2, k, k, out_dims
@@ -168,149 +166,43 @@ class SentenceAggregation(nn.Module):
         return self.conv(x).flatten(2).transpose(1, 2)
 
 
-class SpatialReductionAttention(nn.Module):
-    """Multi-head attention whose keys and values come from the tokens
-    average-pooled over ``sr_ratio`` x ``sr_ratio`` windows (then a linear
-    layer and a norm), with an additive bias on the attention logits.
-
-    Without reduction (``sr_ratio=1``) queries, keys and values share one
-    fused projection.
-
-    Args:
-        embed_dims (int): Channels of the tokens.
-        num_heads (int): Number of attention heads.
-        sr_ratio (int): Pooling window and stride for keys and values.
-            Defaults to 1.
-        qkv_bias (bool): Whether the query/key/value projections have a
-            bias. Defaults to False.
-        attn_drop (float): Dropout rate on attention weights. Defaults to 0.
-        proj_drop (float): Dropout rate after the output projection.
-            Defaults to 0.
-        norm_cfg (dict): The norm layer after the reduction.
-            Defaults to ``dict(type='LN')``.
-
-    Examples:
-        >>> import torch
-        >>> attn = SpatialReductionAttention(64, 4, sr_ratio=2)
-        >>> bias = torch.zeros(1, 4, 6 * 8, 3 * 4)
-        >>> attn(torch.rand(2, 6 * 8, 64), (6, 8), bias).shape
-        torch.Size([2, 48, 64])
-    """
-
-    def __init__(self,
-                 embed_dims,
-                 num_heads,
-                 sr_ratio=1,
-                 qkv_bias=False,
-                 attn_drop=0.,
-                 proj_drop=0.,
-                 norm_cfg=dict(type='LN')):
-        super().__init__()
-        if embed_dims % num_heads != 0:
-            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
-                             f'by num_heads ({num_heads}).')
-        self.num_heads = num_heads
-        self.head_dims = embed_dims // num_heads
-        self.scale = self.head_dims**-0.5
-        self.sr_ratio = sr_ratio
-        self.attn_drop = nn.Dropout(attn_drop)
-        if sr_ratio > 1:
-            self.q = Linear(embed_dims, embed_dims, bias=qkv_bias)
-            self.kv = Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
-            self.sr_proj = Linear(embed_dims, embed_dims)
-            self.sr_norm = build_norm_layer(norm_cfg, embed_dims)[1]
-        else:
-            self.qkv = Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
-        self.proj = Linear(embed_dims, embed_dims)
-        self.proj_drop = nn.Dropout(proj_drop)
-
-    def forward(self, x, grid, bias=None):
-        """Attend over tokens (B, h*w, C) of a ``grid`` (h, w); ``bias`` is
-        (1, heads, h*w, (h // sr_ratio) * (w // sr_ratio)) or None."""
-        B, N, C = x.shape
-        heads, head_dims = self.num_heads, self.head_dims
-        if self.sr_ratio > 1:
-            q = self.q(x).reshape(B, N, heads, head_dims).transpose(1, 2)
-            # Channels-last pooling (no copy of x); drops partial windows.
-            pooled = F.avg_pool2d(
-                x.reshape(B, *grid, C).permute(0, 3, 1, 2), self.sr_ratio)
-            reduced = self.sr_norm(
-                self.sr_proj(pooled.flatten(2).transpose(1, 2)))
-            kv = self.kv(reduced).reshape(B, -1, 2, heads, head_dims)
-            k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)
-        else:
-            qkv = self.qkv(x).reshape(B, N, 3, heads, head_dims)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        # Explicit attention: with a float bias and few keys, CPU kernels of
-        # F.scaled_dot_product_attention measured slower than this.
-        attn = q @ k.transpose(-2, -1)
-        if bias is not None:
-            attn = torch.add(bias, attn, alpha=self.scale)  # one pass
-        else:
-            attn = attn * self.scale
-        x = self.attn_drop(attn.softmax(dim=-1)) @ v
-        x = x.transpose(1, 2).reshape(B, N, C)
-        return self.proj_drop(self.proj(x))
-
-
-class InnerTransformerLayer(nn.Module):
-    """The inner (word) transformer layer of PyramidTNT.
-
-    Attention and MLP act on each word, but both norms normalise all the
-    words of a sentence together (over ``num_words * embed_dims``).
+class WordsLayerNorm(nn.LayerNorm):
+    """A LayerNorm over all the words of a sentence together: words
+    (N, num_words, C) are normalised over ``num_words * C`` values, as in
+    PyramidTNT's inner (word) transformer.
 
     Args:
         embed_dims (int): Channels of a word.
         num_words (int): Words per sentence.
-        num_heads (int): Heads of the word attention.
-        mlp_ratio (float): MLP hidden channels over ``embed_dims``.
-        qkv_bias (bool): Whether the query/key/value projection has a bias.
-        drop_rate (float): Dropout rate after projections.
-        attn_drop_rate (float): Dropout rate on attention weights.
-        drop_path (nn.Module): Stochastic depth of both residual branches.
-        norm_cfg (dict): The norm layer.
-        act_cfg (dict): The MLP's activation.
+        eps (float): Added to the variance. Defaults to 1e-5.
+
+    Examples:
+        >>> import torch
+        >>> norm = WordsLayerNorm(8, num_words=16)
+        >>> norm(torch.rand(6, 16, 8)).shape, norm.weight.shape
+        (torch.Size([6, 16, 8]), torch.Size([128]))
     """
 
-    def __init__(self, embed_dims, num_words, num_heads, mlp_ratio, qkv_bias,
-                 drop_rate, attn_drop_rate, drop_path, norm_cfg, act_cfg):
-        super().__init__()
-        self.norm1 = build_norm_layer(norm_cfg, num_words * embed_dims)[1]
-        self.attn = MultiheadSelfAttention(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop_rate,
-            proj_drop=drop_rate)
-        self.norm2 = build_norm_layer(norm_cfg, num_words * embed_dims)[1]
-        self.mlp = Mlp(
-            embed_dims,
-            int(embed_dims * mlp_ratio),
-            act_cfg=act_cfg,
-            drop=drop_rate)
-        self.drop_path = drop_path
-
-    def _norm(self, norm, words):
-        flat = words.reshape(words.shape[0], -1)
-        return norm(flat).reshape(words.shape)
+    def __init__(self, embed_dims, num_words, eps=1e-5):
+        super().__init__(embed_dims * num_words, eps=eps)
 
     def forward(self, words):
-        """Update words (B*N, num_words, C)."""
-        words = words + self.drop_path(
-            self.attn(self._norm(self.norm1, words)))
-        return words + self.drop_path(self.mlp(self._norm(self.norm2, words)))
+        return super().forward(words.flatten(-2)).reshape(words.shape)
 
 
 class PyramidTNTBlock(nn.Module):
-    """A PyramidTNT block: optionally an inner transformer layer over the
+    """A PyramidTNT block: optionally an inner transformer block over the
     words of each sentence, whose result is projected and added to the
-    sentences; then an outer transformer layer over the sentences with
+    sentences; then an outer transformer block over the sentences with
     spatial-reduction attention and a learned attention bias.
+
+    The inner block's norms normalise all the words of a sentence together
+    (:class:`WordsLayerNorm`).
 
     Args:
         outer_dims (int): Channels of a sentence.
         inner_dims (int | None): Channels of a word; None for a block
-            without the inner layer.
+            without the inner transformer.
         num_heads_outer (int): Heads of the sentence attention.
         num_heads_inner (int): Heads of the word attention.
         num_words (int): Words per sentence.
@@ -329,13 +221,22 @@ class PyramidTNTBlock(nn.Module):
                  drop_rate, attn_drop_rate, drop_path_rate, norm_cfg,
                  act_cfg):
         super().__init__()
-        self.drop_path = DropPath(
-            drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+        block_cfg = dict(
+            mlp_ratio=mlp_ratio,
+            drop_rate=drop_rate,
+            drop_path_rate=drop_path_rate,
+            act_cfg=act_cfg)
+        attn_cfg = dict(
+            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
         self.has_inner = inner_dims is not None
         if self.has_inner:
-            self.inner = InnerTransformerLayer(
-                inner_dims, num_words, num_heads_inner, mlp_ratio, qkv_bias,
-                drop_rate, attn_drop_rate, self.drop_path, norm_cfg, act_cfg)
+            words_norm_cfg = dict(norm_cfg, type=WordsLayerNorm,
+                                  num_words=num_words)
+            self.inner = TransformerBlock(
+                inner_dims,
+                MultiheadAttention(inner_dims, num_heads_inner, **attn_cfg),
+                norm_cfg=words_norm_cfg,
+                **block_cfg)
             self.words_to_sentence = WordsToSentence(
                 inner_dims,
                 num_words,
@@ -344,34 +245,27 @@ class PyramidTNTBlock(nn.Module):
                 bias=False,
                 norm_out=True,
                 norm_cfg=norm_cfg)
-        self.norm1 = build_norm_layer(norm_cfg, outer_dims)[1]
-        self.attn = SpatialReductionAttention(
+        self.outer = TransformerBlock(
             outer_dims,
-            num_heads_outer,
-            sr_ratio=sr_ratio,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop_rate,
-            proj_drop=drop_rate,
-            norm_cfg=norm_cfg)
-        self.norm2 = build_norm_layer(norm_cfg, outer_dims)[1]
-        self.mlp = Mlp(
-            outer_dims,
-            int(outer_dims * mlp_ratio),
-            act_cfg=act_cfg,
-            drop=drop_rate)
+            SpatialReductionAttention(
+                outer_dims,
+                num_heads_outer,
+                sr_ratio=sr_ratio,
+                reduction='pool',
+                norm_cfg=norm_cfg,
+                **attn_cfg),
+            norm_cfg=norm_cfg,
+            **block_cfg)
 
     def forward(self, words, sentences, grid, bias):
         """Update words (B*N, K, c) and sentences (B, N, C) on a ``grid``
-        (h, w) of sentences."""
+        (h, w) of sentences; ``bias`` is added to the sentence attention's
+        logits."""
         if self.has_inner:
             words = self.inner(words)
             sentences = sentences + self.words_to_sentence(
                 words, sentences.shape[0])
-        sentences = sentences + self.drop_path(
-            self.attn(self.norm1(sentences), grid, bias))
-        sentences = sentences + self.drop_path(
-            self.mlp(sentences, norm=self.norm2))
-        return words, sentences
+        return words, self.outer(sentences, grid, bias)
 
 
 class PyramidTNTStage(nn.Module):
@@ -422,7 +316,6 @@ class PyramidTNTStage(nn.Module):
                 drop_path_rate=drop_path_rates[j],
                 sr_ratio=sr_ratio,
                 **block_cfg) for j in range(depth))
-        self.with_cp = False
 
     def key_grid(self, grid):
         """The grid of keys (after spatial reduction) for a sentence grid."""
@@ -434,17 +327,16 @@ class PyramidTNTStage(nn.Module):
                                      self.pos_key_grid, grid,
                                      self.key_grid(grid))
 
-    def forward(self, words, sentences, in_grid, grid):
+    def forward(self, words, sentences, in_grid, grid, run_block):
+        """Update words and sentences; the sentences come from ``in_grid``
+        (None in the first stage) and go to ``grid``. Each block runs as
+        ``run_block(block, words, sentences, grid, bias)``."""
         if self.has_merge:
             words = self.word_merge(words, in_grid)
             sentences = self.sentence_merge(sentences, in_grid)
         bias = self.attention_bias(grid)
         for block in self.blocks:
-            if self.with_cp and self.training and sentences.requires_grad:
-                words, sentences = cp.checkpoint(
-                    block, words, sentences, grid, bias, use_reentrant=False)
-            else:
-                words, sentences = block(words, sentences, grid, bias)
+            words, sentences = run_block(block, words, sentences, grid, bias)
         return words, sentences
 
 
@@ -493,7 +385,9 @@ class PyramidTNT(BaseBackbone):
         drop_path_rate (float): Stochastic depth rate of the last block,
             rising linearly from 0 at the first. Defaults to 0.
         out_indices (int | Sequence[int]): Stages whose output is returned;
-            negative indices count from the end. Defaults to -1.
+            negative indices count from the end. Stages after the last one
+            chosen are not built (nor the final norm, unless the last stage
+            is chosen). Defaults to -1.
         out_type (str): ``'avg_featmap'``: the mean of the sentence tokens
             (B, C), the official classification feature when the output is
             the last stage's; ``'featmap'``: maps (B, C, H/s, W/s) for dense
@@ -512,7 +406,8 @@ class PyramidTNT(BaseBackbone):
         norm_eval (bool): Keep BatchNorm layers (stem, upsampling) in eval
             mode while training. Defaults to False.
         with_cp (bool): Recompute each block in the backward pass instead of
-            storing its activations (saves memory). Defaults to False.
+            storing its activations (saves memory); may be changed after
+            the model is built. Defaults to False.
         norm_cfg (dict): The transformer norm layer. Defaults to
             ``dict(type='LN')``.
         conv_norm_cfg (dict): The norm layer after the stem's and the
@@ -581,6 +476,8 @@ class PyramidTNT(BaseBackbone):
     default_img_size = 256
     num_stages = 4
     out_types = ('avg_featmap', 'featmap')
+    foreign_keys = r'(outer_pos|patch_embed\.|word_merges\.)'
+    converter = 'pyramid_tnt2mmtnt.py'
 
     def __init__(self,
                  arch='s',
@@ -612,23 +509,19 @@ class PyramidTNT(BaseBackbone):
                          distribution='normal'),
                      dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
                  ]):
-        super().__init__(frozen_stages, norm_eval, init_cfg=init_cfg)
+        super().__init__(out_type, frozen_stages, norm_eval, with_cp,
+                         init_cfg)
         self.arch_settings = resolve_arch(arch, self.arch_zoo,
                                           self.essential_keys, 'PyramidTNT')
         self._check_arch(self.arch_settings, sr_ratios)
-        if out_type not in self.out_types:
-            raise ValueError(f'Unknown PyramidTNT out_type {out_type!r}: '
-                             f'choose one of {self.out_types}.')
         if upsample_featmaps and out_type != 'featmap':
             raise ValueError('upsample_featmaps=True needs '
                              "out_type='featmap'.")
         settings = self.arch_settings
         outer_dims, inner_dims = settings['outer_dims'], settings['inner_dims']
         self.sr_ratios = tuple(sr_ratios)
-        self.out_type = out_type
         self.upsample_featmaps = upsample_featmaps
         self.final_norm = final_norm
-        self.with_cp = with_cp
         self.out_indices = normalize_out_indices(out_indices, self.num_stages,
                                                  'PyramidTNT')
         self._check_frozen_stages(self.num_stages)
@@ -656,9 +549,11 @@ class PyramidTNT(BaseBackbone):
         self.pos_drop = nn.Dropout(drop_rate)
 
         depths = settings['depths']
-        rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        rates = drop_path_rates(drop_path_rate, sum(depths))
+        # Stages after the last output are not built: they would hold
+        # parameters without gradients.
         self.stages = nn.ModuleList()
-        for i in range(self.num_stages):
+        for i in range(self.out_indices[-1] + 1):
             stage = PyramidTNTStage(
                 depths[i],
                 None if i == 0 else (outer_dims[i - 1], inner_dims[i - 1]),
@@ -676,10 +571,10 @@ class PyramidTNT(BaseBackbone):
                 attn_drop_rate=attn_drop_rate,
                 norm_cfg=norm_cfg,
                 act_cfg=act_cfg)
-            stage.with_cp = with_cp
             self.stages.append(stage)
-        self.norm = build_norm_layer(
-            norm_cfg, outer_dims[-1])[1] if final_norm else nn.Identity()
+        self.norm = build_norm_layer(norm_cfg, outer_dims[-1])[1] if (
+            final_norm and len(self.stages) == self.num_stages) else \
+            nn.Identity()
 
         if upsample_featmaps:
             gelu = dict(type='GELU')
@@ -695,7 +590,6 @@ class PyramidTNT(BaseBackbone):
 
         trunc_normal_(self.word_pos, std=.02)
         trunc_normal_(self.sentence_pos, std=.02)
-        self._register_load_state_dict_pre_hook(self._adapt_checkpoint)
         self._freeze()
 
     def _check_arch(self, settings, sr_ratios):
@@ -721,33 +615,27 @@ class PyramidTNT(BaseBackbone):
             ValueError: If the input is too small for the spatial reduction
                 of some stage.
         """
-        h = math.ceil(height / SENTENCE_STRIDE)
-        w = math.ceil(width / SENTENCE_STRIDE)
-        grids = []
-        for i, sr in enumerate(self.sr_ratios):
-            if i > 0:
-                h, w = math.ceil(h / 2), math.ceil(w / 2)
+        grids = self._grids(height, width)
+        for i, ((h, w), sr) in enumerate(zip(grids, self.sr_ratios)):
             if h < sr or w < sr:
+                min_side = self.smallest_side(lambda side: all(
+                    min(hw) >= sr for hw, sr in zip(
+                        self._grids(side, side), self.sr_ratios)))
                 raise ValueError(
-                    f'PyramidTNT needs an input of at least '
-                    f'{self._min_side()} pixels in height and width (stage '
-                    f'{i} pools its {h}x{w} sentence grid by sr_ratio={sr}),'
-                    f' got {height}x{width}.')
-            grids.append((h, w))
+                    f'PyramidTNT needs an input of at least {min_side} '
+                    f'pixels in height and width (stage {i} pools its '
+                    f'{h}x{w} sentence grid by sr_ratio={sr}), got '
+                    f'{height}x{width}.')
         return grids
 
-    def _min_side(self):
-        side = 1
-        while True:
-            h = math.ceil(side / SENTENCE_STRIDE)
-            ok = True
-            for i, sr in enumerate(self.sr_ratios):
-                if i > 0:
-                    h = math.ceil(h / 2)
-                ok = ok and h >= sr
-            if ok:
-                return side
-            side += 1
+    def _grids(self, height, width):
+        h = math.ceil(height / SENTENCE_STRIDE)
+        w = math.ceil(width / SENTENCE_STRIDE)
+        grids = [(h, w)]
+        for _ in range(1, self.num_stages):
+            h, w = math.ceil(h / 2), math.ceil(w / 2)
+            grids.append((h, w))
+        return grids
 
     def frozen_parts(self):
         parts = [self.stem, self.word_pos, self.sentence_pos, self.pos_drop]
@@ -766,21 +654,18 @@ class PyramidTNT(BaseBackbone):
                 'checkpoint was made at.')
         return side, side
 
-    def _adapt_checkpoint(self, state_dict, prefix, *args, **kwargs):
-        """Check a checkpoint's layout and resize its position terms to
-        ``img_size``.
-
-        Called by ``load_state_dict`` before loading.
-        """
-        official_keys = ('outer_pos', 'patch_embed.', 'word_merges.')
-        if any(
-                key.startswith(prefix)
-                and key[len(prefix):].startswith(official_keys)
-                for key in state_dict):
-            raise ValueError(
-                'This checkpoint is in the official PyramidTNT layout: convert'
-                ' it first with `python tools/model_converters/'
-                'pyramid_tnt2mmtnt.py SRC DST`.')
+    def adapt_state_dict(self, state_dict, prefix):
+        """Move the sentence transformer's keys of checkpoints saved before
+        it was a block of its own (``blocks.j.attn`` became
+        ``blocks.j.outer.attn``), and resize the position terms to
+        ``img_size``."""
+        moved = re.compile(r'(stages\.\d+\.blocks\.\d+\.)(norm1|attn|norm2|'
+                           r'mlp)\.')
+        for key in list(state_dict):
+            if key.startswith(prefix) and moved.match(key[len(prefix):]):
+                new_key = prefix + moved.sub(r'\1outer.\2.',
+                                             key[len(prefix):], count=1)
+                state_dict[new_key] = state_dict.pop(key)
         pos_key = prefix + 'sentence_pos'
         if pos_key in state_dict:
             pos = state_dict[pos_key]
@@ -803,18 +688,15 @@ class PyramidTNT(BaseBackbone):
                 stage.pos_key_grid)
 
     def _format_output(self, sentences, grid, index, input_shape):
-        if self.out_type == 'avg_featmap':
-            return sentences.mean(dim=1)
-        B, _, C = sentences.shape
-        x = sentences.reshape(B, *grid, C).permute(0, 3, 1, 2)
+        x = self.format_tokens(sentences, grid)
         if self.upsample_featmaps:
             x = getattr(self, f'upsample{index}')(x)
             # Where padding made the grid odd, drop the extra row/column so
             # that the map is ceil(input / stride), as in a conv backbone.
             stride = self.out_strides[self.out_indices.index(index)]
             h, w = (math.ceil(size / stride) for size in input_shape)
-            x = x[:, :, :h, :w]
-        return x.contiguous()
+            x = x[:, :, :h, :w].contiguous()
+        return x
 
     def forward(self, x):
         B, _, H, W = x.shape
@@ -829,8 +711,9 @@ class PyramidTNT(BaseBackbone):
 
         outs = []
         for i, stage in enumerate(self.stages):
-            words, sentences = stage(words, sentences, grids[i - 1] if i else
-                                     None, grids[i])
+            words, sentences = stage(words, sentences,
+                                     grids[i - 1] if i else None, grids[i],
+                                     self.run_block)
             if i == self.num_stages - 1:
                 sentences = self.norm(sentences)
             if i in self.out_indices:

@@ -1,13 +1,13 @@
+"""TNT: Transformer in Transformer (https://arxiv.org/abs/2103.00112)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
-from ..utils import (Linear, TransformerLayer, normalize_out_indices,
-                     resize_pos_embed, resolve_arch)
+from ..layers import MultiheadAttention, TransformerBlock, drop_path_rates
+from ..utils import normalize_out_indices, resize_pos_embed, resolve_arch
 from .base_backbone import BaseBackbone
 
 
@@ -85,7 +85,7 @@ class WordsToSentence(nn.Module):
         self.norm_in = build_norm_layer(
             norm_cfg, inner_dims if norm_per_word else inner_dims *
             num_words)[1]
-        self.fc = Linear(inner_dims * num_words, outer_dims, bias=bias)
+        self.fc = nn.Linear(inner_dims * num_words, outer_dims, bias=bias)
         self.norm_out = build_norm_layer(
             norm_cfg, outer_dims)[1] if norm_out else nn.Identity()
 
@@ -125,17 +125,19 @@ class TNTBlock(nn.Module):
                  num_heads_outer, mlp_ratio, qkv_bias, drop_rate,
                  attn_drop_rate, drop_path_rate, norm_cfg, act_cfg, layout):
         super().__init__()
-        layer_cfg = dict(
+        block_cfg = dict(
             mlp_ratio=mlp_ratio,
-            qkv_bias=qkv_bias,
             drop_rate=drop_rate,
-            attn_drop_rate=attn_drop_rate,
             drop_path_rate=drop_path_rate,
             norm_cfg=norm_cfg,
             act_cfg=act_cfg)
+        attn_cfg = dict(
+            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
         official = layout == 'official'
-        self.inner = TransformerLayer(inner_dims, num_heads_inner,
-                                      **layer_cfg)
+        self.inner = TransformerBlock(
+            inner_dims,
+            MultiheadAttention(inner_dims, num_heads_inner, **attn_cfg),
+            **block_cfg)
         self.words_to_sentence = WordsToSentence(
             inner_dims,
             num_words,
@@ -144,8 +146,10 @@ class TNTBlock(nn.Module):
             bias=not official,
             norm_out=official,
             norm_cfg=norm_cfg)
-        self.outer = TransformerLayer(outer_dims, num_heads_outer,
-                                      **layer_cfg)
+        self.outer = TransformerBlock(
+            outer_dims,
+            MultiheadAttention(outer_dims, num_heads_outer, **attn_cfg),
+            **block_cfg)
 
     def forward(self, words, sentences):
         """Update words (B*N, K, c) and sentences (B, 1 + N, C)."""
@@ -166,10 +170,12 @@ class TNT(BaseBackbone):
     inner transformer over the words of each sentence and adds its result to
     the sentence tokens, then an outer transformer over the sentences.
 
-    Inputs of any size whose height and width are multiples of
-    ``patch_size`` are accepted: the sentence position embedding, stored for
-    ``img_size``, is resized to the actual grid (and to ``img_size`` when a
-    checkpoint made at another size is loaded).
+    Inputs of any size are accepted: an image whose sides are not multiples
+    of ``patch_size`` is zero-padded at the right and bottom (as the other
+    families' patch embeddings do), so the sentence grid is
+    ``ceil(H / patch_size) x ceil(W / patch_size)``; the sentence position
+    embedding, stored for ``img_size``, is resized to the actual grid (and
+    to ``img_size`` when a checkpoint made at another size is loaded).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``, or a dict
@@ -198,7 +204,9 @@ class TNT(BaseBackbone):
         drop_path_rate (float): Stochastic depth rate of the last block,
             rising linearly from 0 at the first. Defaults to 0.
         out_indices (int | Sequence[int]): Blocks whose output is returned;
-            negative indices count from the end. Defaults to -1.
+            negative indices count from the end. Blocks after the last one
+            chosen are not built (nor the final norm, unless the last block
+            is chosen). Defaults to -1.
         out_type (str): What is returned for each chosen block:
             ``'cls_token'`` (B, C) for classification heads, ``'featmap'``
             (B, C, H/patch_size, W/patch_size) for dense heads, or
@@ -212,7 +220,8 @@ class TNT(BaseBackbone):
         norm_eval (bool): Keep BatchNorm layers in eval mode while training.
             Defaults to False.
         with_cp (bool): Recompute each block in the backward pass instead of
-            storing its activations (saves memory). Defaults to False.
+            storing its activations (saves memory); may be changed after
+            the model is built. Defaults to False.
         norm_cfg (dict): The normalization layer. Defaults to
             ``dict(type='LN')``.
         act_cfg (dict): The MLPs' activation. Defaults to
@@ -227,7 +236,7 @@ class TNT(BaseBackbone):
         >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
         [torch.Size([1, 384])]
         >>> model = TNT(arch='s', out_indices=(3, 7, 11), out_type='featmap')
-        >>> [out.shape for out in model(torch.rand(1, 3, 256, 320))]
+        >>> [out.shape for out in model(torch.rand(1, 3, 250, 320))]
         [torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20])]
     """  # noqa: E501
     arch_zoo = {
@@ -254,6 +263,8 @@ class TNT(BaseBackbone):
     }
     layouts = ('official', 'legacy')
     out_types = ('cls_token', 'featmap', 'avg_featmap')
+    foreign_keys = r'(outer_pos|patch_pos|pixel_pos|layers\.0\.)'
+    converter = 'tnt2mmtnt.py'
 
     def __init__(self,
                  arch='s',
@@ -279,15 +290,13 @@ class TNT(BaseBackbone):
                      dict(type='TruncNormal', layer='Linear', std=.02),
                      dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
                  ]):
-        super().__init__(frozen_stages, norm_eval, init_cfg=init_cfg)
+        super().__init__(out_type, frozen_stages, norm_eval, with_cp,
+                         init_cfg)
         self.arch_settings = resolve_arch(arch, self.arch_zoo,
                                           self.essential_keys, 'TNT')
         if layout not in self.layouts:
             raise ValueError(f'Unknown TNT layout {layout!r}: choose one of '
                              f'{self.layouts}.')
-        if out_type not in self.out_types:
-            raise ValueError(f'Unknown TNT out_type {out_type!r}: choose one '
-                             f'of {self.out_types}.')
         if patch_size % first_stride != 0:
             raise ValueError(f'first_stride ({first_stride}) must divide '
                              f'patch_size ({patch_size}).')
@@ -297,14 +306,16 @@ class TNT(BaseBackbone):
         self.embed_dims = outer_dims
         self.patch_size = patch_size
         self.layout = layout
-        self.out_type = out_type
         self.final_norm = final_norm
-        self.with_cp = with_cp
         self.out_indices = normalize_out_indices(out_indices,
                                                  self.num_layers, 'TNT')
         self._check_frozen_stages(self.num_layers)
-        img_h, img_w = (img_size, img_size) if isinstance(img_size,
-                                                           int) else img_size
+        img_h, img_w = (img_size, img_size) if isinstance(
+            img_size, int) else img_size
+        if img_h % patch_size or img_w % patch_size:
+            raise ValueError(
+                f'TNT img_size must be a multiple of patch_size='
+                f'{patch_size}, got {img_h}x{img_w}.')
         self.pos_grid = self._sentence_grid(img_h, img_w)
         num_words = (patch_size // first_stride)**2
 
@@ -325,8 +336,9 @@ class TNT(BaseBackbone):
             torch.zeros(1, 1 + num_sentences, outer_dims))
         self.drop_after_pos = nn.Dropout(drop_rate)
 
-        drop_path_rates = torch.linspace(0, drop_path_rate,
-                                         self.num_layers).tolist()
+        rates = drop_path_rates(drop_path_rate, self.num_layers)
+        # Blocks after the last output are not built: they would hold
+        # parameters without gradients.
         self.blocks = nn.ModuleList(
             TNTBlock(
                 inner_dims,
@@ -341,25 +353,20 @@ class TNT(BaseBackbone):
                 drop_path_rate=rate,
                 norm_cfg=norm_cfg,
                 act_cfg=act_cfg,
-                layout=layout) for rate in drop_path_rates)
-        self.norm = build_norm_layer(
-            norm_cfg, outer_dims)[1] if final_norm else nn.Identity()
+                layout=layout) for rate in rates[:self.out_indices[-1] + 1])
+        self.norm = build_norm_layer(norm_cfg, outer_dims)[1] if (
+            final_norm and len(self.blocks) == self.num_layers) else \
+            nn.Identity()
 
         trunc_normal_(self.word_pos, std=.02)
         trunc_normal_(self.cls_token, std=.02)
         trunc_normal_(self.sentence_pos, std=.02)
-        self._register_load_state_dict_pre_hook(self._adapt_checkpoint)
         self._freeze()
 
     def _sentence_grid(self, height, width):
+        """The sentence grid of a ``height`` x ``width`` input."""
         p = self.patch_size
-        if height < p or width < p or height % p or width % p:
-            raise ValueError(
-                f'TNT needs an input whose height and width are positive '
-                f'multiples of patch_size={p}, got {height}x{width}; pad or '
-                f'resize it (e.g. pad_size_divisor={p} in the data '
-                'preprocessor).')
-        return height // p, width // p
+        return -(-height // p), -(-width // p)
 
     def frozen_parts(self):
         parts = [
@@ -371,18 +378,9 @@ class TNT(BaseBackbone):
             parts.append(self.norm)
         return parts
 
-    def _adapt_checkpoint(self, state_dict, prefix, *args, **kwargs):
-        """Check a checkpoint's layout and resize its position embedding.
-
-        Called by ``load_state_dict`` before loading.
-        """
-        if any(key.startswith(prefix) and key[len(prefix):].startswith(
-                ('outer_pos', 'patch_pos', 'pixel_pos', 'layers.0.'))
-               for key in state_dict):
-            raise ValueError(
-                'This checkpoint is in a foreign TNT layout (official, timm '
-                'or mmpretrain keys): convert it first with '
-                '`python tools/model_converters/tnt2mmtnt.py SRC DST`.')
+    def adapt_state_dict(self, state_dict, prefix):
+        """Check the checkpoint's pixel-embedding layout and resize its
+        sentence position embedding to ``img_size``."""
         norm_key = prefix + 'blocks.0.words_to_sentence.norm_in.weight'
         if norm_key in state_dict:
             legacy = state_dict[norm_key].numel() == self.word_pos.shape[-1]
@@ -409,33 +407,26 @@ class TNT(BaseBackbone):
     def _format_output(self, sentences, grid):
         if self.out_type == 'cls_token':
             return sentences[:, 0]
-        tokens = sentences[:, 1:]
-        if self.out_type == 'avg_featmap':
-            return tokens.mean(dim=1)
-        B, _, C = tokens.shape
-        return tokens.reshape(B, *grid, C).permute(0, 3, 1, 2).contiguous()
-
-    def _run_block(self, block, words, sentences):
-        if self.with_cp and self.training and sentences.requires_grad:
-            return cp.checkpoint(block, words, sentences, use_reentrant=False)
-        return block(words, sentences)
+        return self.format_tokens(sentences[:, 1:], grid)
 
     def forward(self, x):
         B, _, H, W = x.shape
         grid = self._sentence_grid(H, W)
+        p = self.patch_size
+        if H % p or W % p:
+            x = F.pad(x, (0, -W % p, 0, -H % p))
         words = self.word_embed(x) + self.word_pos
-        sentences = torch.cat([
-            self.cls_token.expand(B, -1, -1),
-            self.sentence_proj(words, B)
-        ],
-                              dim=1)
+        sentences = torch.cat(
+            [self.cls_token.expand(B, -1, -1),
+             self.sentence_proj(words, B)],
+            dim=1)
         sentences = sentences + resize_pos_embed(
             self.sentence_pos, self.pos_grid, grid, num_extra_tokens=1)
         sentences = self.drop_after_pos(sentences)
 
         outs = []
         for i, block in enumerate(self.blocks):
-            words, sentences = self._run_block(block, words, sentences)
+            words, sentences = self.run_block(block, words, sentences)
             if i == self.num_layers - 1:
                 sentences = self.norm(sentences)
             if i in self.out_indices:

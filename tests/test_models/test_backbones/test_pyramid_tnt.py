@@ -302,4 +302,4 @@ def test_init_weights():
     conv = model.stem.sentence_branch[2].conv
     fan_out = conv.out_channels * 9
     assert abs(conv.weight.std().item() - math.sqrt(2 / fan_out)) < 0.02
-    assert model.stages[0].blocks[0].norm1.weight.eq(1).all()
+    assert model.stages[0].blocks[0].outer.norm1.weight.eq(1).all()

@@ -86,12 +86,23 @@ def test_errors_say_what_is_allowed():
         TNT(arch=TINY, out_type='tokens')
     with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 3\]'):
         TNT(arch=TINY, frozen_stages=4)
-    model = TNT(arch=TINY)
-    with pytest.raises(ValueError, match=r'multiples of patch_size=16.*'
-                       r'got 40x48'):
-        model(torch.randn(1, 3, 40, 48))
-    with pytest.raises(ValueError, match='got 8x8'):
-        model(torch.randn(1, 3, 8, 8))
+    with pytest.raises(ValueError, match=r'img_size must be a multiple of '
+                       r'patch_size=16, got 40x48'):
+        TNT(arch=TINY, img_size=(40, 48))
+
+
+def test_inputs_are_padded_to_the_patch_size():
+    """An input whose sides are not multiples of the patch size gives the
+    outputs of the same input zero-padded at the right and bottom."""
+    model = TNT(arch=TINY, out_type='featmap').eval()
+    x = torch.randn(1, 3, 40, 20)
+    with torch.no_grad():
+        padded = model(torch.nn.functional.pad(x, (0, 12, 0, 8)))
+        out = model(x)
+        tiny = model(torch.randn(1, 3, 8, 8))
+    assert out[0].shape == (1, 32, 3, 2)
+    torch.testing.assert_close(out[0], padded[0])
+    assert tiny[0].shape == (1, 32, 1, 1)
 
 
 @pytest.mark.parametrize('frozen_stages', [0, 2, 3])

@@ -6,11 +6,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mmtnt.models.utils import Linear, Mlp, gelu_mlp
-from mmtnt.models.utils.gelu_mlp import rows_per_chunk
+from mmtnt.accel import accelerate_for_cpu
+from mmtnt.accel.gelu_mlp import gelu_mlp, rows_per_chunk
+from mmtnt.accel.linear import OneDnnLinear
+from mmtnt.models.layers import Mlp
 
-# The package exports the function under the module's name.
-gelu_mlp_module = importlib.import_module('mmtnt.models.utils.gelu_mlp')
+gelu_mlp_module = importlib.import_module('mmtnt.accel.gelu_mlp')
+
+
+def cpu_mlp(*args, **kwargs):
+    """An MLP as the CPU accelerator makes it (oneDNN layers)."""
+    return accelerate_for_cpu(Mlp(*args, **kwargs))
 
 
 def plain_mlp(mlp, x):
@@ -28,7 +34,7 @@ def grads_of(mlp, x, forward):
 @pytest.mark.parametrize('approximate', ['none', 'tanh'])
 def test_same_values_and_gradients_as_plain_layers(approximate):
     torch.manual_seed(0)
-    mlp = Mlp(24, 96, act_cfg=dict(type='GELU', approximate=approximate))
+    mlp = cpu_mlp(24, 96, act_cfg=dict(type='GELU', approximate=approximate))
     x = torch.randn(3, 37, 24)
     ours = grads_of(mlp, x, lambda m, t: m(t))
     plain = grads_of(mlp, x, plain_mlp)
@@ -40,7 +46,7 @@ def test_keeps_one_hidden_tensor_for_backward():
     """The plain layers keep the GELU's input and output; gelu_mlp only the
     input."""
     torch.manual_seed(0)
-    mlp = Mlp(8, 512)
+    mlp = cpu_mlp(8, 512)
     x = torch.randn(3, 8, requires_grad=True)
 
     def hidden_tensors_kept(forward):
@@ -61,7 +67,7 @@ def test_keeps_one_hidden_tensor_for_backward():
 
 def test_frozen_layers_and_inputs_without_gradients():
     torch.manual_seed(0)
-    mlp = Mlp(16, 64)
+    mlp = cpu_mlp(16, 64)
     mlp.fc1.requires_grad_(False)
     x = torch.randn(5, 16)
     out = mlp(x)
@@ -74,7 +80,7 @@ def test_frozen_layers_and_inputs_without_gradients():
 
 def test_autocast_casts_like_linear():
     torch.manual_seed(0)
-    mlp = Mlp(16, 64)
+    mlp = cpu_mlp(16, 64)
     x = torch.randn(4, 16, requires_grad=True)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         ours, plain = mlp(x), plain_mlp(mlp, x)
@@ -87,9 +93,9 @@ def test_autocast_casts_like_linear():
 def test_plain_layers_with_dropout_or_other_activations():
     """Dropout in training and non-GELU activations take the plain path
     (the saved-tensor trick only covers the GELU)."""
-    mlp = Mlp(8, 32, act_cfg=dict(type='ReLU'))
+    mlp = cpu_mlp(8, 32, act_cfg=dict(type='ReLU'))
     assert not mlp._uses_gelu_mlp()
-    mlp = Mlp(8, 32, drop=0.1).train()
+    mlp = cpu_mlp(8, 32, drop=0.1).train()
     assert not mlp._uses_gelu_mlp()
     assert mlp.eval()._uses_gelu_mlp()
     with torch.no_grad():
@@ -113,7 +119,7 @@ def test_chunks_give_the_values_and_gradients_of_plain_layers(
     monkeypatch.setattr(gelu_mlp_module, 'CHUNK_ABOVE_BYTES', 4 * 64 * 100)
     monkeypatch.setattr(gelu_mlp_module, 'CHUNK_BYTES', 4 * 64 * 16)
     torch.manual_seed(0)
-    mlp = Mlp(24, 64)
+    mlp = cpu_mlp(24, 64)
     if not bias:
         mlp.fc1.bias = mlp.fc2.bias = None
     x = torch.randn(3, 39, 24)
@@ -132,7 +138,7 @@ def test_chunks_keep_one_hidden_tensor_and_no_whole_temporaries(monkeypatch):
     GELU's output is never made for all rows at once."""
     monkeypatch.setattr(gelu_mlp_module, 'CHUNK_ABOVE_BYTES', 4 * 512 * 100)
     monkeypatch.setattr(gelu_mlp_module, 'CHUNK_BYTES', 4 * 512 * 64)
-    mlp = Mlp(8, 512)
+    mlp = cpu_mlp(8, 512)
     x = torch.randn(256, 8, requires_grad=True)
     kept = []
     with torch.autograd.graph.saved_tensors_hooks(
@@ -144,14 +150,14 @@ def test_chunks_keep_one_hidden_tensor_and_no_whole_temporaries(monkeypatch):
     assert x.grad.shape == x.shape
 
 
-@pytest.mark.parametrize('layer', [Linear, nn.Linear])
+@pytest.mark.parametrize('layer', [OneDnnLinear, nn.Linear])
 def test_function_form_matches_functional(layer):
-    """Same products as mmtnt's Linear (oneDNN on the CPU); torch's Linear
+    """Same products as OneDnnLinear; torch's Linear
     (BLAS) agrees up to rounding."""
     torch.manual_seed(0)
     fc1, fc2 = layer(6, 12, bias=False), layer(12, 6)
     x = torch.randn(2, 3, 6)
-    tol = 0 if layer is Linear else 1e-6
+    tol = 0 if layer is OneDnnLinear else 1e-6
     torch.testing.assert_close(
         gelu_mlp(x, fc1, fc2), fc2(F.gelu(fc1(x))), rtol=tol, atol=tol)
 
@@ -177,7 +183,7 @@ def test_norm_inside_gives_values_and_gradients_of_norm_first(
         monkeypatch.setattr(gelu_mlp_module, 'CHUNK_ABOVE_BYTES', 4 * 64 * 100)
         monkeypatch.setattr(gelu_mlp_module, 'CHUNK_BYTES', 4 * 64 * 16)
     torch.manual_seed(0)
-    mlp = Mlp(24, 64)
+    mlp = cpu_mlp(24, 64)
     norm = nn.LayerNorm(24, eps=1e-6, elementwise_affine=affine)
     if affine:
         nn.init.normal_(norm.weight)
@@ -197,7 +203,7 @@ def test_norm_inside_keeps_its_input_not_its_output():
     """Norm first, autograd keeps the norm's input and its output (the first
     layer's input); inside the MLP, only the input."""
     torch.manual_seed(0)
-    mlp, norm = Mlp(8, 32), nn.LayerNorm(8)
+    mlp, norm = cpu_mlp(8, 32), nn.LayerNorm(8)
     x = torch.randn(5, 8, requires_grad=True)
 
     def token_tensors_kept(forward):
@@ -219,7 +225,7 @@ def test_norm_inside_keeps_its_input_not_its_output():
 def test_norm_inside_frozen_parts():
     """Frozen norm or first layer, and inputs without gradients."""
     torch.manual_seed(0)
-    mlp, norm = Mlp(16, 64), nn.LayerNorm(16)
+    mlp, norm = cpu_mlp(16, 64), nn.LayerNorm(16)
     norm.requires_grad_(False)
     mlp.fc1.requires_grad_(False)
     x = torch.randn(5, 16)
@@ -242,7 +248,7 @@ def test_norm_inside_frozen_parts():
 ])
 def test_other_norms_run_first(norm):
     torch.manual_seed(0)
-    mlp = Mlp(16, 64)
+    mlp = cpu_mlp(16, 64)
     x = torch.randn(2, 4, 16)
     torch.testing.assert_close(
         mlp(x, norm=norm), plain_mlp(mlp, norm(x)), rtol=0, atol=0)
@@ -250,7 +256,7 @@ def test_other_norms_run_first(norm):
 
 def test_norm_under_autocast_runs_before_the_casts():
     torch.manual_seed(0)
-    mlp, norm = Mlp(16, 64), nn.LayerNorm(16)
+    mlp, norm = cpu_mlp(16, 64), nn.LayerNorm(16)
     x = torch.randn(4, 16, requires_grad=True)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         ours, plain = mlp(x, norm=norm), plain_mlp(mlp, norm(x))

@@ -1,12 +1,12 @@
-"""mmtnt's Linear computes torch's linear layer, on oneDNN for CPU
+"""The accelerator's linear layer computes torch's, on oneDNN for CPU
 float32."""
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mmtnt.models.utils import Linear, linear
-from mmtnt.models.utils.onednn_linear import uses_onednn
+from mmtnt.accel.linear import OneDnnLinear as Linear
+from mmtnt.accel.linear import linear, uses_onednn
 
 
 def values_and_grads(forward, x, weight, bias):

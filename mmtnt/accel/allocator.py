@@ -5,10 +5,8 @@ By default glibc gives freed memory back to the kernel: blocks above a size
 each allocation and unmapped when freed, and the top of the heap is trimmed
 when more than twice that is free. A training step frees its activations in
 the backward pass and allocates them again in the next forward pass, so the
-kernel maps and zero-fills hundreds of MiB of fresh pages every step. In a
-virtual machine each such page fault is costly: measured here, the forward
-pass of a Twins-SVT-S train step (batch 8, 2 threads) ran its products and
-GELUs 1.5-6x slower than with the memory kept.
+kernel maps and zero-fills hundreds of MiB of fresh pages every step, which
+is costly in a virtual machine (measured in docs/benchmarks.md).
 
 :func:`keep_freed_memory` makes ``malloc`` keep freed memory for reuse (what
 allocators such as jemalloc or tcmalloc do, without preloading one);

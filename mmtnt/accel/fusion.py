@@ -3,8 +3,8 @@
 oneDNN (PyTorch's ``mkldnn`` backend) applies an activation or a residual
 addition as a post-op of the matrix product, so the output is written once
 instead of being written, read back and written again by a separate
-element-wise kernel. On the memory-bound layers of vision transformers
-(the MLPs of early stages) this roughly halves their time.
+element-wise kernel. This helps most on the memory-bound layers of vision
+transformers (the MLPs of early stages).
 
 The fused operators have no autograd support: use them only where
 :func:`can_fuse` says so (no gradient recording, CPU float32, no autocast);

@@ -26,8 +26,9 @@ would keep both, the norm its input and the first layer its output) and
 recomputes the output chunk by chunk: one token-width tensor less per block,
 for one more pass of the norm.
 
-The products are those of :func:`mmtnt.models.utils.linear` (oneDNN for CPU
-float32).
+The products are those of :func:`mmtnt.accel.linear.linear` (oneDNN for CPU
+float32). In low precision (autocast) the weight and bias gradients of
+several chunks are summed in float32 and rounded once.
 """
 from typing import Callable, NamedTuple, Optional
 
@@ -35,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .onednn_linear import onednn_matmul, records_gradients, uses_onednn
+from .linear import onednn_matmul, records_gradients, uses_onednn
 
 #: Hidden-width tensors above this size are computed in row chunks.
 CHUNK_ABOVE_BYTES = 32 * 2**20
@@ -68,9 +69,14 @@ def rows_per_chunk(rows, hidden_features, element_size):
     return max(1, CHUNK_BYTES // row_bytes)
 
 
-def _accumulate(total, a, b):
-    """``total + a @ b``, in place; ``a @ b`` if ``total`` is None."""
-    return torch.mm(a, b) if total is None else total.addmm_(a, b)
+def _accumulate(total, a, b, dtype):
+    """``total + a @ b``, in place; ``a @ b`` in ``dtype`` if ``total`` is
+    None."""
+    if total is None:
+        return torch.mm(a, b).to(dtype)
+    if total.dtype == a.dtype:
+        return total.addmm_(a, b)
+    return total.add_(torch.mm(a, b))
 
 
 def _add(total, value):
@@ -138,13 +144,16 @@ class _GeluMlpFunction(torch.autograd.Function):
         needs = ctx.needs_input_grad
         needs_norm = any(needs[5:7])  # False for absent (None) params
         grads = [None] * 7  # x, weight1, bias1, weight2, bias2, norm's two
+        # Sums over several chunks are kept in float32.
+        sum_dtype = x.dtype if len(hiddens) == 1 else torch.promote_types(
+            x.dtype, torch.float32)
         for index, hidden in enumerate(hiddens):
             rows = slice(index * chunk, (index + 1) * chunk)
             x_rows, grad_out_rows = x[rows], grad_out[rows]
             if needs[3]:
                 activation = F.gelu(hidden, approximate=settings.approximate)
                 grads[3] = _accumulate(grads[3], grad_out_rows.t(),
-                                       activation)
+                                       activation, sum_dtype)
                 del activation
             if not (any(needs[:3]) or needs_norm):
                 continue
@@ -154,7 +163,8 @@ class _GeluMlpFunction(torch.autograd.Function):
                 grad_hidden, hidden, approximate=settings.approximate,
                 grad_input=grad_hidden)
             if needs[2] and ctx.has_bias[0]:
-                grads[2] = _add(grads[2], grad_hidden.sum(0))
+                grads[2] = _add(grads[2], grad_hidden.sum(0,
+                                                          dtype=sum_dtype))
             normed = x_rows
             if settings.norm_eps is not None:
                 # The norm's output is recomputed, not kept.
@@ -162,7 +172,8 @@ class _GeluMlpFunction(torch.autograd.Function):
                     x_rows, x_rows.shape[-1:], norm_weight, norm_bias,
                     settings.norm_eps)
             if needs[1]:
-                grads[1] = _accumulate(grads[1], grad_hidden.t(), normed)
+                grads[1] = _accumulate(grads[1], grad_hidden.t(), normed,
+                                       sum_dtype)
             if not (needs[0] or needs_norm):
                 continue
             grad_rows = product(grad_hidden, weight1.t())
@@ -182,6 +193,11 @@ class _GeluMlpFunction(torch.autograd.Function):
                     grads[0][rows] = grad_rows
         if needs[4] and ctx.has_bias[1]:
             grads[4] = grad_out.sum(0)
+        for index, param in ((1, weight1), (3, weight2)):
+            if grads[index] is not None:
+                grads[index] = grads[index].to(param.dtype)
+        if grads[2] is not None:
+            grads[2] = grads[2].to(weight1.dtype)
         return (*grads, None)
 
 

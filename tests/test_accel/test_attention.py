@@ -1,10 +1,11 @@
-"""Both routes of mmtnt's attention compute PyTorch's fused attention."""
+"""Both routes of the CPU accelerator's attention compute PyTorch's fused
+attention."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from mmtnt.models.utils.attention import (_explicit_is_faster,
-                                          scaled_dot_product_attention)
+from mmtnt.accel.attention import (explicit_is_faster,
+                                   scaled_dot_product_attention)
 
 
 def qkv(num_keys, dtype=torch.float32, seed=0, num_queries=11):
@@ -18,39 +19,50 @@ def qkv(num_keys, dtype=torch.float32, seed=0, num_queries=11):
 
 
 @pytest.mark.parametrize('num_keys', [16, 49, 65])
-@pytest.mark.parametrize('masked', [False, True])
-def test_same_values_and_gradients_as_fused_kernel(num_keys, masked):
-    mask = None
-    if masked:
-        mask = torch.arange(num_keys) < num_keys - 3
-        mask = mask.view(1, 1, 1, num_keys).expand(2, 1, 1, num_keys)
+@pytest.mark.parametrize('mask_type', [None, 'bool', 'bias'])
+def test_same_values_and_gradients_as_fused_kernel(num_keys, mask_type):
+    """Boolean masks and float biases (whose gradient is checked too)."""
     results = []
     for attention in (scaled_dot_product_attention,
                       F.scaled_dot_product_attention):
         q, k, v = qkv(num_keys)
+        mask = None
+        if mask_type == 'bool':
+            mask = torch.arange(num_keys) < num_keys - 3
+            mask = mask.view(1, 1, 1, num_keys).expand(2, 1, 1, num_keys)
+        elif mask_type == 'bias':
+            gen = torch.Generator().manual_seed(1)
+            mask = torch.randn(1, 3, 11, num_keys,
+                               generator=gen).requires_grad_()
         out = attention(q, k, v, attn_mask=mask)
         (out * torch.linspace(-1, 1, 5)).sum().backward()
-        results.append([out, q.grad, k.grad, v.grad])
+        grads = [q.grad, k.grad, v.grad]
+        if mask_type == 'bias':
+            grads.append(mask.grad)
+        results.append([out] + grads)
     for ours, fused in zip(*results):
         torch.testing.assert_close(ours, fused, rtol=1e-5, atol=1e-6)
 
 
 def test_routes():
-    """On the CPU, explicit products for low precision and for float32 up
-    to 64 keys, except in inference with over 4 queries per key; the fused
-    kernel elsewhere."""
+    """On the CPU, explicit products for low precision, a float bias, and
+    float32 up to 64 keys, except in inference with over 4 queries per key;
+    the fused kernel elsewhere."""
     q, k, _ = qkv(64)
-    assert _explicit_is_faster(q, k)
+    assert explicit_is_faster(q, k)
     q, k, _ = qkv(65)
-    assert not _explicit_is_faster(q, k)
-    assert _explicit_is_faster(q.bfloat16(), k.bfloat16())
+    assert not explicit_is_faster(q, k)
+    assert explicit_is_faster(q.bfloat16(), k.bfloat16())
     with torch.autocast('cpu', dtype=torch.bfloat16):
-        assert _explicit_is_faster(q, k)
+        assert explicit_is_faster(q, k)
+    bias = torch.zeros(1, 3, 11, 65)
+    assert explicit_is_faster(q, k, bias)
+    assert not explicit_is_faster(q, k, bias > 0)
     q, k, _ = qkv(49, num_queries=197)
-    assert _explicit_is_faster(q, k)
+    assert explicit_is_faster(q, k)
     with torch.no_grad():
-        assert not _explicit_is_faster(q, k)
-        assert _explicit_is_faster(q[:, :, :196], k)
+        assert not explicit_is_faster(q, k)
+        assert explicit_is_faster(q[:, :, :196], k)
 
 
 def test_low_precision_route_matches_float32():

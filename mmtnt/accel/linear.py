@@ -1,13 +1,12 @@
 """Linear layers whose CPU float32 products run on oneDNN, in training too.
 
 PyTorch computes float32 matrix products on the CPU with its BLAS (MKL in
-the official wheels). On CPUs of other vendors MKL takes a narrower code
-path: on the AMD EPYC (AVX-512) this project was measured on, MKL's products
-reached 150-160 GFLOP/s on two cores and oneDNN's (PyTorch's ``mkldnn``
-backend) about 200. :func:`linear` runs a layer's forward product and the
+the official wheels), which takes a narrower code path on CPUs of other
+vendors; oneDNN (PyTorch's ``mkldnn`` backend) does not (measured in
+docs/benchmarks.md). :func:`linear` runs a layer's forward product and the
 product that gives the input's gradient on oneDNN; the weight's gradient, a
-product over all tokens of two transposed operands, stays on the BLAS, which
-is faster there. The results are the same products up to float32 rounding.
+product over all tokens of two transposed operands, stays on the BLAS. The
+results are the same products up to float32 rounding.
 
 Elsewhere (GPUs, other dtypes, autocast, tracers and compilers, builds
 without oneDNN) :func:`linear` is :func:`torch.nn.functional.linear`.
@@ -16,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .cpu_fusion import onednn_computes
+from .fusion import onednn_computes
 
 
 def uses_onednn(x, weight):
@@ -102,13 +101,13 @@ def linear(x, weight, bias=None):
     return out.view(*x.shape[:-1], weight.shape[0])
 
 
-class Linear(nn.Linear):
+class OneDnnLinear(nn.Linear):
     """:class:`torch.nn.Linear` computed by :func:`linear` (oneDNN for CPU
     float32); same parameters and state dict keys.
 
     Examples:
         >>> import torch
-        >>> Linear(8, 4)(torch.rand(2, 5, 8)).shape
+        >>> OneDnnLinear(8, 4)(torch.rand(2, 5, 8)).shape
         torch.Size([2, 5, 4])
     """
 

@@ -1,0 +1,116 @@
+"""Attention on the CPU: explicit products where PyTorch's fused kernel is
+slower.
+
+On the CPU, :func:`torch.nn.functional.scaled_dot_product_attention` is
+slower than two matrix products and a softmax for bfloat16 and float16
+inputs, for float32 sequences of a few keys (TNT's inner attention, the
+windows and sub-sampled keys of Twins and PyramidTNT) in training, and with
+a float bias on the logits (PyramidTNT); see docs/benchmarks.md. Those cases
+are computed explicitly; everywhere else the fused kernel runs.
+"""
+import torch
+import torch.nn.functional as F
+
+from ..models.layers import (LocallyGroupedAttention, MultiheadAttention,
+                             SpatialReductionAttention)
+from .tracing import is_traced
+
+#: Float32 sequences of at most this many keys are computed explicitly.
+MAX_EXPLICIT_KEYS = 64
+#: Low-precision softmax over at most this many keys runs in float32.
+MAX_LOW_PRECISION_SOFTMAX_KEYS = 16
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None,
+                                 dropout_p=0.):
+    """:func:`torch.nn.functional.scaled_dot_product_attention`, by the
+    faster of two routes for the device, dtype and size.
+
+    Args:
+        query (Tensor): Shape (..., Nq, d).
+        key (Tensor): Shape (..., Nk, d).
+        value (Tensor): Shape (..., Nk, d_v).
+        attn_mask (Tensor, optional): A float bias added to the logits, or a
+            boolean mask, True where a query may attend a key; broadcast to
+            (..., Nq, Nk).
+        dropout_p (float): Dropout rate on the attention weights.
+
+    Returns:
+        Tensor: Shape (..., Nq, d_v).
+
+    Examples:
+        >>> import torch
+        >>> q, k, v = torch.rand(2, 4, 10, 8), torch.rand(2, 4, 6, 8), \\
+        ...     torch.rand(2, 4, 6, 8)
+        >>> out = scaled_dot_product_attention(q.bfloat16(), k.bfloat16(),
+        ...                                    v.bfloat16())
+        >>> out.shape, out.dtype
+        (torch.Size([2, 4, 10, 8]), torch.bfloat16)
+    """
+    if not explicit_is_faster(query, key, attn_mask):
+        return F.scaled_dot_product_attention(
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
+    scale = query.shape[-1]**-0.5
+    if attn_mask is not None and attn_mask.is_floating_point():
+        # bias + scale * q k^T in one pass.
+        attn = torch.add(attn_mask, query @ key.transpose(-2, -1),
+                         alpha=scale)
+    else:
+        attn = (query * scale) @ key.transpose(-2, -1)
+        if attn_mask is not None:
+            attn = attn.masked_fill(~attn_mask, float('-inf'))
+    if (attn.dtype != torch.float32
+            and key.shape[-2] <= MAX_LOW_PRECISION_SOFTMAX_KEYS):
+        # The CPU's low-precision softmax is slowest on short rows.
+        attn = attn.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
+    else:
+        attn = attn.softmax(dim=-1)
+    if dropout_p > 0:
+        attn = F.dropout(attn, dropout_p)
+    return attn @ value
+
+
+def explicit_is_faster(query, key, attn_mask=None):
+    """Whether :func:`scaled_dot_product_attention` computes these inputs
+    explicitly: on the CPU outside tracers, for low precision, a float
+    bias, or float32 sequences of at most :data:`MAX_EXPLICIT_KEYS` keys in
+    training (or with at most 4 queries per key)."""
+    if query.device.type != 'cpu' or is_traced():
+        return False
+    dtype = query.dtype
+    if torch.is_autocast_enabled('cpu'):
+        dtype = torch.get_autocast_dtype('cpu')
+    if dtype in (torch.bfloat16, torch.float16):
+        return True
+    if attn_mask is not None and attn_mask.is_floating_point():
+        return True
+    num_queries, num_keys = query.shape[-2], key.shape[-2]
+    return num_keys <= MAX_EXPLICIT_KEYS and (
+        torch.is_grad_enabled() or num_queries <= 4 * num_keys)
+
+
+class RoutedAttention:
+    """Mixed into an attention of :mod:`mmtnt.models.layers`: its
+    :meth:`scaled_dot_product` takes the route of
+    :func:`scaled_dot_product_attention`."""
+
+    def scaled_dot_product(self, query, key, value, attn_mask=None):
+        return scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=attn_mask,
+            dropout_p=self.attn_drop if self.training else 0.)
+
+
+class CpuMultiheadAttention(RoutedAttention, MultiheadAttention):
+    """:class:`MultiheadAttention` with the CPU's attention route."""
+
+
+class CpuSpatialReductionAttention(RoutedAttention,
+                                   SpatialReductionAttention):
+    """:class:`SpatialReductionAttention` with the CPU's attention route."""
+
+
+class CpuLocallyGroupedAttention(RoutedAttention, LocallyGroupedAttention):
+    """:class:`LocallyGroupedAttention` with the CPU's attention route."""

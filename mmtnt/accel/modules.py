@@ -1,0 +1,70 @@
+"""CPU versions of the plain layers: same parameters and state dict keys,
+same function, faster on the CPU. :func:`mmtnt.accel.accelerate_for_cpu`
+puts them in place of the plain ones."""
+import torch.nn as nn
+
+from ..models.layers import Mlp, TransformerBlock
+from .fusion import can_fuse, linear_add, linear_gelu
+from .gelu_mlp import gelu_mlp
+from .tracing import is_traced
+
+
+class CpuMlp(Mlp):
+    """:class:`Mlp` computed by :func:`gelu_mlp` when it can be: the
+    activation is a GELU, dropout is off and no compiler or tracer is
+    recording. It then keeps one hidden-width tensor for the backward pass
+    instead of two, runs large inputs in row chunks and, given the block's
+    LayerNorm, computes it inside.
+
+    Examples:
+        >>> import torch
+        >>> mlp = CpuMlp(in_dims=32, hidden_dims=128)
+        >>> mlp(torch.rand(2, 5, 32), norm=nn.LayerNorm(32)).shape
+        torch.Size([2, 5, 32])
+    """
+
+    def forward(self, x, norm=None):
+        """``fc2(act(fc1(norm(x))))`` (dropout after each layer).
+
+        Args:
+            x (Tensor): Tokens of shape (..., in_dims).
+            norm (nn.Module, optional): A norm applied to ``x`` first.
+        """
+        if self._uses_gelu_mlp():
+            return gelu_mlp(x, self.fc1, self.fc2, self.act.approximate,
+                            norm=norm)
+        return super().forward(x if norm is None else norm(x))
+
+    def _uses_gelu_mlp(self):
+        return (isinstance(self.act, nn.GELU)
+                and not (self.training and self.drop.p > 0)
+                and not is_traced())
+
+
+class CpuTransformerBlock(TransformerBlock):
+    """:class:`TransformerBlock` for the CPU.
+
+    In float32 inference without autograd the residual additions and an
+    exact GELU run as oneDNN post-ops of the products before them (same
+    function, fewer passes over memory). Otherwise the MLP, a
+    :class:`CpuMlp`, computes the second norm inside.
+    """
+
+    def forward(self, x, *attn_args):
+        if can_fuse(x, self.training) and isinstance(self.mlp, CpuMlp):
+            return self._fused_inference(x, *attn_args)
+        x = x + self.drop_path(self.attn(self.norm1(x), *attn_args))
+        if isinstance(self.mlp, CpuMlp):
+            return x + self.drop_path(self.mlp(x, norm=self.norm2))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+    def _fused_inference(self, x, *attn_args):
+        attn = self.attn
+        x = linear_add(attn.attend(self.norm1(x), *attn_args), attn.proj, x)
+        hidden = self.norm2(x)
+        act = self.mlp.act
+        if isinstance(act, nn.GELU) and act.approximate == 'none':
+            hidden = linear_gelu(hidden, self.mlp.fc1)
+        else:
+            hidden = act(self.mlp.fc1(hidden))
+        return linear_add(hidden, self.mlp.fc2, x)

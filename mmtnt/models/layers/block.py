@@ -1,0 +1,72 @@
+import torch.nn as nn
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks import DropPath
+
+from .mlp import Mlp
+
+
+def drop_path_rates(drop_path_rate, num_blocks):
+    """Stochastic depth rising linearly from 0 at the first block to
+    ``drop_path_rate`` at the last, as in timm and mmpretrain.
+
+    Examples:
+        >>> drop_path_rates(0.1, 3)
+        [0.0, 0.05, 0.1]
+    """
+    return [
+        drop_path_rate * i / max(num_blocks - 1, 1) for i in range(num_blocks)
+    ]
+
+
+class TransformerBlock(nn.Module):
+    """A pre-norm transformer block: ``x + attn(norm1(x))``, then
+    ``x + mlp(norm2(x))``, each branch with stochastic depth.
+
+    The attention is given, so one block serves every family: extra
+    arguments of :meth:`forward` (a token grid, an attention bias) go to it.
+
+    Args:
+        embed_dims (int): Channels of the tokens.
+        attn (nn.Module): The attention, called as ``attn(x, *attn_args)``.
+        mlp_ratio (float): MLP hidden channels over ``embed_dims``.
+            Defaults to 4.
+        drop_rate (float): Dropout rate after the MLP's layers.
+            Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate of both branches.
+            Defaults to 0.
+        norm_cfg (dict): The two norms, built for ``embed_dims`` channels.
+            Defaults to ``dict(type='LN')``.
+        act_cfg (dict): The MLP's activation. Defaults to
+            ``dict(type='GELU')``.
+
+    Examples:
+        >>> import torch
+        >>> from mmtnt.models.layers import MultiheadAttention
+        >>> block = TransformerBlock(64, MultiheadAttention(64, 4))
+        >>> block(torch.rand(2, 10, 64)).shape
+        torch.Size([2, 10, 64])
+    """
+
+    def __init__(self,
+                 embed_dims,
+                 attn,
+                 mlp_ratio=4.,
+                 drop_rate=0.,
+                 drop_path_rate=0.,
+                 norm_cfg=dict(type='LN'),
+                 act_cfg=dict(type='GELU')):
+        super().__init__()
+        self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = attn
+        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.mlp = Mlp(
+            embed_dims,
+            int(embed_dims * mlp_ratio),
+            act_cfg=act_cfg,
+            drop=drop_rate)
+        self.drop_path = DropPath(
+            drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def forward(self, x, *attn_args):
+        x = x + self.drop_path(self.attn(self.norm1(x), *attn_args))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
