@@ -5,7 +5,7 @@
 # random erasing 0.25, label smoothing 0.1, drop-path 0.1, EMA.
 # Official: 85.0M parameters, 8.2G MACs, top-1 83.5.
 _base_ = [
-    '../_base_/models/pyramid_tnt_s.py',
+    '../_base_/models/pyramid-tnt-s.py',
     '../_base_/datasets/imagenet_bs128_pyramid_tnt_256.py',
     '../_base_/schedules/imagenet_bs1024_adamw_pyramid_tnt.py',
     '../_base_/default_runtime.py',

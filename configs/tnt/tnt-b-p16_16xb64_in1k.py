@@ -4,7 +4,7 @@
 # repeated augmentation, random erasing 0.25, drop-path 0.1, EMA.
 # Paper top-1: 82.9 (official TNT-B).
 _base_ = [
-    '../_base_/models/tnt_b_patch16_224.py',
+    '../_base_/models/tnt-b-p16.py',
     '../_base_/datasets/imagenet_bs64_tnt_224.py',
     '../_base_/schedules/imagenet_bs1024_adamw_tnt.py',
     '../_base_/default_runtime.py',

@@ -5,7 +5,7 @@
 # smoothing 0.1, Mixup 0.8 / CutMix 1.0, RandAugment m9-mstd0.5, random
 # erasing 0.25, drop-path 0.2. Official top-1: 81.7, 24.0M parameters.
 _base_ = [
-    '../_base_/models/twins_svt_s_224.py',
+    '../_base_/models/twins-svt-s.py',
     '../_base_/datasets/imagenet_bs128_twins_224.py',
     '../_base_/schedules/imagenet_bs1024_adamw_twins.py',
     '../_base_/default_runtime.py',

@@ -437,6 +437,29 @@ def test_variant_configs_use_the_fused_adamw(rel_path):
     assert (optimizer.type, optimizer.get('fused')) == ('AdamW', True)
 
 
+def test_ade20k_160k_exempts_backbone_norms_but_not_head_batchnorms():
+    """The official `norm` key: no decay on the backbone's norms; the
+    decode and auxiliary heads' BatchNorms (mmcv's `bn`) keep it."""
+    cfg = load(osp.join('twins',
+                        'upernet_twins-pcpvt-s_8xb2-160k_ade20k-512x512.py'))
+    model = build_model(cfg)
+    optim_wrapper = build_optim_wrapper(model, copy.deepcopy(
+        cfg.optim_wrapper))
+    decay = {
+        id(param): group['weight_decay']
+        for group in optim_wrapper.optimizer.param_groups
+        for param in group['params']
+    }
+    base = cfg.optim_wrapper.optimizer.weight_decay
+    for name, module in model.named_modules():
+        if not isinstance(module, (nn.LayerNorm, nn.modules.batchnorm.
+                                   _BatchNorm)):
+            continue
+        expected = 0 if name.startswith('backbone.') else base
+        for param in module.parameters(recurse=False):
+            assert decay[id(param)] == expected, name
+
+
 # ---------------------------------------------------------------------------
 # the checks find broken configs
 # ---------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 # The UperNet 160k ADE20K schedule of Twins (the official segmentation
 # `*_swin_setting` configs, after Swin Transformer; mmseg's Twins UperNet
 # configs): AdamW, lr 6e-5 at 16 images per iteration (8 GPUs x 2), betas
-# (0.9, 0.999), weight decay 0.01 but none on normalisation layers (each
-# model config adds its position terms to `paramwise_cfg.custom_keys`),
+# (0.9, 0.999), weight decay 0.01 but none on parameters whose name holds
+# `norm` (the official key: the backbone's norms, not the heads' BatchNorms,
+# which mmcv names `bn`; each model config adds its position terms to
+# `paramwise_cfg.custom_keys`),
 # 1500 iterations of linear warm-up from 1e-6 x lr, then linear ("poly",
 # power 1) decay to 0 at 160k iterations. Validation and checkpoints every
 # 16k iterations (mmseg's 160k base).
@@ -19,7 +21,7 @@ optim_wrapper = dict(
         betas=(0.9, 0.999),
         weight_decay=0.01,
         fused=True),
-    paramwise_cfg=dict(norm_decay_mult=0.0),
+    paramwise_cfg=dict(custom_keys={'norm': dict(decay_mult=0.0)}),
     clip_grad=None)
 
 param_scheduler = [
