@@ -19,7 +19,14 @@ from demo_runs import ROOT, describe, run_tool
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
-UPERNET = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
+# The segmentation demo of each family: the same data, heads and schedule.
+UPERNETS = {
+    'PCPVT': 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py',
+    'PyramidTNT':
+    'configs/demo/upernet_pyramid-tnt-demo_1xb8-2k_demo-ade-128x128.py',
+    'TNT': 'configs/demo/upernet_tnt-demo_feature-pyramid_1xb8-2k_demo-ade-'
+    '128x128.py',
+}
 
 NUM_TRAIN = 300
 NUM_VAL = 50
@@ -168,10 +175,11 @@ def test_mask_rcnn_demo_learns(scenes, tmp_path):
 
 
 @pytest.mark.slow
-def test_upernet_demo_learns(scenes, tmp_path):
+@pytest.mark.parametrize('backbone', list(UPERNETS))
+def test_upernet_demo_learns(backbone, scenes, tmp_path):
     iters = SHORT_ITERS_UPERNET
     check_learns(
-        UPERNET,
+        UPERNETS[backbone],
         scenes,
         tmp_path, [
             f'train_cfg.max_iters={iters}',
@@ -182,4 +190,4 @@ def test_upernet_demo_learns(scenes, tmp_path):
         by_epoch=False,
         pattern=r'mIoU: ([0-9.]+)',
         margin=MARGIN_MIOU,
-        name='UperNet mIoU')
+        name=f'UperNet ({backbone}) mIoU')

@@ -11,8 +11,9 @@ data_preprocessor = dict(
     mean=[127.5, 127.5, 127.5],
     std=[127.5, 127.5, 127.5],
     size=(512, 512),
-    # TNT takes sides that are multiples of its patch (16): pad whole test
-    # images to multiples of 32 (the padding is cut from the predictions).
+    # TNT pads its input to its patch (16) itself; whole test images are
+    # padded to multiples of 32, so that the pyramid's levels halve exactly
+    # (the padding is cut from the predictions).
     test_cfg=dict(size_divisor=32))
 model = dict(
     data_preprocessor=data_preprocessor,
