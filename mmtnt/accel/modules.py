@@ -46,17 +46,17 @@ class CpuTransformerBlock(TransformerBlock):
 
     In float32 inference without autograd the residual additions and an
     exact GELU run as oneDNN post-ops of the products before them (same
-    function, fewer passes over memory). Otherwise the MLP, a
-    :class:`CpuMlp`, computes the second norm inside.
+    function, fewer passes over memory). Otherwise the MLP computes the
+    second norm inside. Its MLP is a :class:`CpuMlp`:
+    :func:`mmtnt.accel.accelerate_for_cpu` swaps the block and its MLP
+    together.
     """
 
     def forward(self, x, *attn_args):
-        if can_fuse(x, self.training) and isinstance(self.mlp, CpuMlp):
+        if can_fuse(x, self.training):
             return self._fused_inference(x, *attn_args)
         x = x + self.drop_path(self.attn(self.norm1(x), *attn_args))
-        if isinstance(self.mlp, CpuMlp):
-            return x + self.drop_path(self.mlp(x, norm=self.norm2))
-        return x + self.drop_path(self.mlp(self.norm2(x)))
+        return x + self.drop_path(self.mlp(x, norm=self.norm2))
 
     def _fused_inference(self, x, *attn_args):
         attn = self.attn

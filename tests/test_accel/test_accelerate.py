@@ -2,6 +2,7 @@
 ``mmtnt.accelerate_for_cpu`` turns them into CPU models that compute the
 same function, with the same parameters and state dict."""
 import copy
+import functools
 import glob
 import importlib
 import logging
@@ -75,8 +76,9 @@ def assert_relative_close(actual, expected, tolerance, name):
     assert error <= tolerance, f'{name}: relative error {error:.2e}'
 
 
+@functools.lru_cache(maxsize=None)
 def imagenet_backbones():
-    """``model.backbone`` of every ImageNet config."""
+    """``model.backbone`` of every ImageNet config (parsed once)."""
     paths = sorted(
         glob.glob(osp.join(REPO, 'configs', '*', '*_in1k*.py')))
     return {

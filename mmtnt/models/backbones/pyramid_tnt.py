@@ -11,7 +11,7 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
 from ..layers import (MultiheadAttention, SpatialReductionAttention,
-                      TransformerBlock, drop_path_rates)
+                      TransformerBlock, drop_path_rates, tokens_to_map)
 from ..utils import normalize_out_indices, resize_pos_embed, resolve_arch
 from ..utils.attention_bias import resize_attention_bias
 from .base_backbone import BaseBackbone
@@ -688,15 +688,16 @@ class PyramidTNT(BaseBackbone):
                 stage.pos_key_grid)
 
     def _format_output(self, sentences, grid, index, input_shape):
-        x = self.format_tokens(sentences, grid)
-        if self.upsample_featmaps:
-            x = getattr(self, f'upsample{index}')(x)
-            # Where padding made the grid odd, drop the extra row/column so
-            # that the map is ceil(input / stride), as in a conv backbone.
-            stride = self.out_strides[self.out_indices.index(index)]
-            h, w = (math.ceil(size / stride) for size in input_shape)
-            x = x[:, :, :h, :w].contiguous()
-        return x
+        if not self.upsample_featmaps:
+            return self.format_tokens(sentences, grid)
+        # The upsampling reads the tokens as a map without a copy; the one
+        # copy is of its cropped output.
+        x = getattr(self, f'upsample{index}')(tokens_to_map(sentences, grid))
+        # Where padding made the grid odd, drop the extra row/column so that
+        # the map is ceil(input / stride), as in a conv backbone.
+        stride = self.out_strides[self.out_indices.index(index)]
+        h, w = (math.ceil(size / stride) for size in input_shape)
+        return x[:, :, :h, :w].contiguous()
 
     def forward(self, x):
         B, _, H, W = x.shape
