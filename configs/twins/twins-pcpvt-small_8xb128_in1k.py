@@ -4,6 +4,10 @@
 # encodings), cosine with 5 warm-up epochs, gradient clipping 5, label
 # smoothing 0.1, Mixup 0.8 / CutMix 1.0, RandAugment m9-mstd0.5, random
 # erasing 0.25, drop-path 0.2. Official top-1: 81.2, 24.1M parameters.
+# The released log (logs/pcpvt_s.txt) peaks at lr 1.25e-3: the same rule at
+# a batch of 1280 (e.g. 10 GPUs x 128). The lr rule is what the paper gives;
+# to rerun the log's batch, train on that many GPUs with `--auto-scale-lr`,
+# which sets lr 1.25e-3 for 1280 images per iteration.
 _base_ = [
     '../_base_/models/twins-pcpvt-s.py',
     '../_base_/datasets/imagenet_bs128_twins_224.py',

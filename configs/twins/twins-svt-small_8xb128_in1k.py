@@ -4,6 +4,9 @@
 # encodings), cosine with 5 warm-up epochs, gradient clipping 5, label
 # smoothing 0.1, Mixup 0.8 / CutMix 1.0, RandAugment m9-mstd0.5, random
 # erasing 0.25, drop-path 0.2. Official top-1: 81.7, 24.0M parameters.
+# The released log (logs/svt_s.txt) peaks at lr 2.0e-3: the same rule at a
+# batch of 2048 (16 GPUs x 128). To rerun it, train on 16 GPUs with
+# `--auto-scale-lr`, which sets lr 2e-3 for 2048 images per iteration.
 _base_ = [
     '../_base_/models/twins-svt-s.py',
     '../_base_/datasets/imagenet_bs128_twins_224.py',

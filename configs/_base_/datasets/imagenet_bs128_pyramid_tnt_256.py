@@ -11,11 +11,17 @@ bgr_std = [127.5, 127.5, 127.5]
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
+    # timm's train interpolation 'random' (the official default): bilinear
+    # or bicubic, drawn per image
     dict(
-        type='RandomResizedCrop',
-        scale=256,
-        backend='pillow',
-        interpolation='bicubic'),
+        type='RandomChoice',
+        transforms=[[
+            dict(
+                type='RandomResizedCrop',
+                scale=256,
+                backend='pillow',
+                interpolation=interpolation)
+        ] for interpolation in ('bilinear', 'bicubic')]),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     # timm's rand-m9-mstd0.5-inc1
     dict(

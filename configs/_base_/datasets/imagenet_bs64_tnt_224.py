@@ -18,11 +18,17 @@ bgr_std = data_preprocessor['std'][::-1]
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
+    # timm's train interpolation 'random' (the official default): bilinear
+    # or bicubic, drawn per image
     dict(
-        type='RandomResizedCrop',
-        scale=224,
-        backend='pillow',
-        interpolation='bicubic'),
+        type='RandomChoice',
+        transforms=[[
+            dict(
+                type='RandomResizedCrop',
+                scale=224,
+                backend='pillow',
+                interpolation=interpolation)
+        ] for interpolation in ('bilinear', 'bicubic')]),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     # timm's rand-m9-mstd0.5-inc1
     dict(

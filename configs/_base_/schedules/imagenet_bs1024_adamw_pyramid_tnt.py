@@ -1,6 +1,7 @@
 # The PyramidTNT schedule: the TNT one (AdamW, lr 1e-3 at a total batch of
 # 1024, weight decay 0.05, no decay on norms, biases and the position
-# embeddings `sentence_pos`/`word_pos`, 300 epochs) with 20 linear warm-up
+# embeddings `sentence_pos`/`word_pos`, cosine to epoch 300 and 10 cool-down
+# epochs at the minimum lr) with 20 linear warm-up
 # epochs (official: --warmup-epochs 20 --warmup-lr 1e-6). As in the official
 # training, the attention biases (`relative_pos`) are decayed.
 _base_ = './imagenet_bs1024_adamw_tnt.py'

@@ -1,5 +1,7 @@
 # The TNT schedule: AdamW, lr 1e-3 at a total batch of 1024, weight decay
-# 0.05, 5 linear warm-up epochs, then cosine to 300 epochs.
+# 0.05, 5 linear warm-up epochs, cosine to epoch 300, then 10 epochs at the
+# minimum lr: the official training uses timm's scheduler, whose
+# cool-down epochs (`--cooldown-epochs 10`) make the run 310 epochs long.
 optim_wrapper = dict(
     # `fused=True`: PyTorch's one-kernel AdamW, the same update 2-4x faster
     # than the loop over parameters (CPU and CUDA).
@@ -42,7 +44,8 @@ param_scheduler = [
         convert_to_iter_based=True),
 ]
 
-train_cfg = dict(by_epoch=True, max_epochs=300, val_interval=1)
+# After the cosine ends, the lr stays at eta_min for the cool-down epochs.
+train_cfg = dict(by_epoch=True, max_epochs=310, val_interval=1)
 val_cfg = dict()
 test_cfg = dict()
 
