@@ -24,3 +24,31 @@ def restore_default_scope():
     instances = DefaultScope._instance_dict.copy()
     yield
     DefaultScope._instance_dict = instances
+
+
+@pytest.fixture(scope='session')
+def demo_scenes(tmp_path_factory):
+    """The dense demos' scenes (300 training, 50 validation scenes), built
+    once by ``tools/dataset_converters/make_demo_scenes.py``."""
+    from demo_runs import load_tool_module
+    script = load_tool_module('dataset_converters/make_demo_scenes.py')
+    out = tmp_path_factory.mktemp('demo_scenes')
+    try:
+        script.build(str(out), 300, 50)
+    except FileNotFoundError as err:
+        pytest.skip(f'The demo scenes cannot be built: {err}')
+    return out
+
+
+@pytest.fixture(scope='session')
+def fashion_mnist():
+    """data/fashion_mnist, prepared from the Debian package if needed."""
+    from demo_runs import ROOT, load_tool_module
+    prepare = load_tool_module('dataset_converters/prepare_fashion_mnist.py')
+    path = os.path.join(ROOT, 'data', 'fashion_mnist')
+    try:
+        prepare.prepare(path)
+    except FileNotFoundError as err:
+        pytest.skip(f'Fashion-MNIST is not available and cannot be '
+                    f'prepared: {err}')
+    return path

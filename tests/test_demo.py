@@ -9,7 +9,6 @@
 Both run the tools as a user does: a subprocess of the interpreter running
 the tests (the project's virtual environment), from the repository root.
 """
-import importlib.util
 import os.path as osp
 import re
 
@@ -18,30 +17,12 @@ from demo_runs import ROOT, describe, run_tool
 
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 TNT_CONFIG = 'configs/tnt/tnt-s-p16_16xb64_in1k.py'
-FASHION_MNIST = osp.join(ROOT, 'data', 'fashion_mnist')
 
 # The shortened demo: 19,200 training images seen once (150 iterations of
 # 128), tested on the first 2,000 test images. Chance is 10%.
 SHORT_TRAIN_IMAGES = 19200
 SHORT_TEST_IMAGES = 2000
 MIN_SHORT_TOP1 = 50.0
-
-
-@pytest.fixture(scope='module')
-def fashion_mnist():
-    """data/fashion_mnist, prepared from the Debian package if needed."""
-    path = osp.join(ROOT, 'tools', 'dataset_converters',
-                    'prepare_fashion_mnist.py')
-    spec = importlib.util.spec_from_file_location('prepare_fashion_mnist',
-                                                  path)
-    prepare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(prepare)
-    try:
-        prepare.prepare(FASHION_MNIST)
-    except FileNotFoundError as err:
-        pytest.skip(f'Fashion-MNIST is not available and cannot be '
-                    f'prepared: {err}')
-    return FASHION_MNIST
 
 
 def test_demo_short_run_learns(fashion_mnist, tmp_path):

@@ -10,12 +10,10 @@ tested the same way after one training iteration with a learning rate of
 The tools run as a user runs them: subprocesses of the interpreter running
 the tests, from the repository root.
 """
-import importlib.util
-import os.path as osp
 import re
 
 import pytest
-from demo_runs import ROOT, describe, run_tool
+from demo_runs import data_options, describe, run_tool
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
@@ -28,8 +26,6 @@ UPERNETS = {
     '128x128.py',
 }
 
-NUM_TRAIN = 300
-NUM_VAL = 50
 # The shortened runs and how far above the untrained model each must end:
 # a few hundred iterations each, one to three minutes on 2 CPU cores. The
 # detectors train the first epochs of their schedules (still at a high
@@ -41,39 +37,6 @@ SHORT_EPOCHS_MASK_RCNN = 8  # of 20
 SHORT_ITERS_UPERNET = 500  # of 2000
 MARGIN_AP50 = 0.2  # COCO bbox AP at IoU 0.5, 0..1
 MARGIN_MIOU = 10.0  # mmseg's mIoU, in percent
-
-
-@pytest.fixture(scope='module')
-def scenes(tmp_path_factory):
-    """The demo scenes (300 training, 50 validation scenes), built by the
-    script."""
-    path = osp.join(ROOT, 'tools', 'dataset_converters',
-                    'make_demo_scenes.py')
-    spec = importlib.util.spec_from_file_location('make_demo_scenes', path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    out = tmp_path_factory.mktemp('demo_scenes')
-    try:
-        script.build(str(out), NUM_TRAIN, NUM_VAL)
-    except FileNotFoundError as err:
-        pytest.skip(f'The demo scenes cannot be built: {err}')
-    return out
-
-
-def data_options(config, scenes):
-    """``--cfg-options`` that point ``config`` at the scenes in ``scenes``."""
-    if 'ade' in osp.basename(config):
-        root = scenes / 'ade'
-        return [
-            f'{split}_dataloader.dataset.data_root={root}'
-            for split in ('train', 'val', 'test')
-        ]
-    root = scenes / 'coco'
-    ann_file = root / 'annotations' / 'instances_val.json'
-    return [
-        f'{split}_dataloader.dataset.data_root={root}/'
-        for split in ('train', 'val', 'test')
-    ] + [f'{split}_evaluator.ann_file={ann_file}' for split in ('val', 'test')]
 
 
 def train_and_test(config, scenes, work_dir, train_options, pattern):
@@ -149,10 +112,10 @@ def check_learns(config, scenes, tmp_path, short_options, by_epoch, pattern,
 
 
 @pytest.mark.slow
-def test_retinanet_demo_learns(scenes, tmp_path):
+def test_retinanet_demo_learns(demo_scenes, tmp_path):
     check_learns(
         RETINANET,
-        scenes,
+        demo_scenes,
         tmp_path,
         short_epochs(SHORT_EPOCHS_RETINANET),
         by_epoch=True,
@@ -162,10 +125,10 @@ def test_retinanet_demo_learns(scenes, tmp_path):
 
 
 @pytest.mark.slow
-def test_mask_rcnn_demo_learns(scenes, tmp_path):
+def test_mask_rcnn_demo_learns(demo_scenes, tmp_path):
     check_learns(
         MASK_RCNN,
-        scenes,
+        demo_scenes,
         tmp_path,
         short_epochs(SHORT_EPOCHS_MASK_RCNN),
         by_epoch=True,
@@ -176,11 +139,11 @@ def test_mask_rcnn_demo_learns(scenes, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('backbone', list(UPERNETS))
-def test_upernet_demo_learns(backbone, scenes, tmp_path):
+def test_upernet_demo_learns(backbone, demo_scenes, tmp_path):
     iters = SHORT_ITERS_UPERNET
     check_learns(
         UPERNETS[backbone],
-        scenes,
+        demo_scenes,
         tmp_path, [
             f'train_cfg.max_iters={iters}',
             f'train_cfg.val_interval={iters + 1}',

@@ -1,0 +1,182 @@
+"""demo/image_demo.py on short-trained demo models of the three tasks.
+
+Each demo model trains a few dozen iterations through ``tools/train.py``;
+``tools/test.py --out`` then predicts on the first validation images and
+``demo/image_demo.py`` on the same images, saved as files. The two must
+agree, and the drawn pictures must have the images' size and show the
+predictions.
+"""
+import json
+import os.path as osp
+import pickle
+import shutil
+
+import mmcv
+import numpy as np
+import pytest
+from demo_runs import data_options, describe, run_tool
+from pycocotools import mask as mask_utils
+
+CLASSIFIER = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
+DETECTOR = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
+SEGMENTOR = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
+NUM_IMAGES = 4
+
+
+def train_briefly(config, work_dir, options):
+    """Train ``config`` with shortening ``options``; the last checkpoint."""
+    train, _ = run_tool(
+        ['tools/train.py', config, '--work-dir',
+         str(work_dir), '--cfg-options', *options],
+        timeout=600)
+    assert train.returncode == 0, describe(train)
+    with open(work_dir / 'last_checkpoint') as f:
+        return f.read().strip()
+
+
+def predict_with_test_tool(config, checkpoint, work_dir, options):
+    """``tools/test.py --out`` on the first ``NUM_IMAGES`` test images."""
+    out = work_dir / 'test_preds.pkl'
+    test, _ = run_tool([
+        'tools/test.py', config, checkpoint, '--work-dir',
+        str(work_dir), '--out',
+        str(out), '--cfg-options',
+        f'test_dataloader.dataset.indices={NUM_IMAGES}', *options
+    ],
+                       timeout=300)
+    assert test.returncode == 0, describe(test)
+    with open(out, 'rb') as f:
+        return pickle.load(f)
+
+
+def run_demo(images, config, checkpoint, out_dir, *options):
+    """Run demo/image_demo.py on a folder; its printed output."""
+    result, _ = run_tool([
+        'demo/image_demo.py',
+        str(images), config, checkpoint, '--out-dir',
+        str(out_dir), *options
+    ],
+                         timeout=300)
+    assert result.returncode == 0, describe(result)
+    return result.stdout
+
+
+def read_summary(out_dir, name):
+    with open(out_dir / 'preds' / f'{name}.json') as f:
+        return json.load(f)
+
+
+def check_picture(out_dir, name, image, drawn=True):
+    """The drawn picture has the image's size, is not blank and, when
+    ``drawn``, is not the image unchanged."""
+    picture = mmcv.imread(str(out_dir / 'vis' / f'{name}.png'))
+    original = mmcv.imread(str(image))
+    assert picture.shape == original.shape, (picture.shape, original.shape)
+    assert picture.std() > 5, 'the picture is blank'
+    changed = np.abs(picture.astype(int) - original.astype(int)).max(-1)
+    assert ((changed > 30).mean() > 0.001) == drawn, f'drawn: {drawn}'
+
+
+def copy_images(preds, folder):
+    """Copy the images ``tools/test.py`` predicted on into ``folder``."""
+    folder.mkdir()
+    paths = []
+    for pred in preds:
+        paths.append(folder / osp.basename(pred['img_path']))
+        shutil.copy(pred['img_path'], paths[-1])
+    return paths
+
+
+@pytest.mark.slow
+def test_classification(fashion_mnist, tmp_path):
+    from mmpretrain.datasets import FashionMNIST
+    checkpoint = train_briefly(CLASSIFIER, tmp_path, [
+        'train_dataloader.dataset.indices=1280', 'train_cfg.max_epochs=1',
+        'train_cfg.val_interval=2'
+    ])
+    preds = predict_with_test_tool(CLASSIFIER, checkpoint, tmp_path, [])
+    # the same test images, as the grayscale PNGs a user would have
+    dataset = FashionMNIST(fashion_mnist, split='test', test_mode=True)
+    images = tmp_path / 'images'
+    images.mkdir()
+    for i in range(NUM_IMAGES):
+        mmcv.imwrite(dataset.get_data_info(i)['img'], str(images / f'{i}.png'))
+
+    out_dir = tmp_path / 'demo'
+    printed = run_demo(images, CLASSIFIER, checkpoint, out_dir, '--topk', '3')
+    for i, pred in enumerate(preds):
+        summary = read_summary(out_dir, str(i))
+        scores = pred['pred_score'].numpy()
+        expected = np.argsort(-scores)[:3]
+        assert [p['label'] for p in summary['topk']] == expected.tolist()
+        np.testing.assert_allclose([p['score'] for p in summary['topk']],
+                                   scores[expected],
+                                   atol=1e-5)
+        assert summary['topk'][0]['cls'] == dataset.CLASSES[expected[0]]
+        assert f'{summary["topk"][0]["cls"]}: ' in printed
+        check_picture(out_dir, str(i), images / f'{i}.png')
+
+
+@pytest.mark.slow
+def test_detection(demo_scenes, tmp_path):
+    data = data_options(DETECTOR, demo_scenes)
+    # three epochs: after fewer, no detection scores above mmdet's 0.05
+    checkpoint = train_briefly(DETECTOR, tmp_path, data + [
+        'train_cfg.max_epochs=3', 'train_cfg.val_interval=4',
+        'default_hooks.checkpoint.interval=3'
+    ])
+    preds = predict_with_test_tool(DETECTOR, checkpoint, tmp_path, data)
+    images = copy_images(preds, tmp_path / 'images')
+
+    out_dir = tmp_path / 'demo'
+    # every detection test.py keeps (its own score threshold is 0.05)
+    printed = run_demo(tmp_path / 'images', DETECTOR, checkpoint, out_dir,
+                       '--score-thr', '0')
+    assert 'detections' in printed
+    found = 0
+    for pred, image in zip(preds, images):
+        name = image.stem
+        instances = read_summary(out_dir, name)['instances']
+        expected = pred['pred_instances']
+        assert len(instances) == len(expected['scores'])
+        boxes = expected['bboxes'].numpy()
+        for instance in instances:
+            # the test detection nearest to this one, by box
+            distance = np.abs(boxes - np.array(instance['box'])).max(1)
+            j = int(distance.argmin())
+            assert distance[j] < 0.2, (instance, boxes[j])
+            assert instance['label'] == int(expected['labels'][j])
+            score = float(expected['scores'][j])
+            assert abs(instance['score'] - score) < 1e-3
+            # tools/test.py dumps masks run-length encoded
+            area = mask_utils.area(expected['masks'][j])
+            assert abs(instance['mask_area'] - area) <= 2
+        found += len(instances)
+        check_picture(out_dir, name, image, drawn=bool(instances))
+    assert found > 0, 'the short-trained detector found nothing to compare'
+
+
+@pytest.mark.slow
+def test_segmentation(demo_scenes, tmp_path):
+    data = data_options(SEGMENTOR, demo_scenes)
+    checkpoint = train_briefly(SEGMENTOR, tmp_path, data + [
+        'train_cfg.max_iters=40', 'train_cfg.val_interval=41',
+        'param_scheduler.0.end=10', 'param_scheduler.1.begin=10',
+        'param_scheduler.1.end=40', 'default_hooks.checkpoint.interval=40'
+    ])
+    preds = predict_with_test_tool(SEGMENTOR, checkpoint, tmp_path, data)
+    images = copy_images(preds, tmp_path / 'images')
+
+    out_dir = tmp_path / 'demo'
+    printed = run_demo(tmp_path / 'images', SEGMENTOR, checkpoint, out_dir)
+    for pred, image in zip(preds, images):
+        name = image.stem
+        expected = pred['pred_sem_seg']['data'][0].numpy()
+        label_map = mmcv.imread(
+            str(out_dir / 'preds' / f'{name}.png'), flag='unchanged')
+        assert label_map.shape == expected.shape
+        assert (label_map == expected).mean() > 0.999
+        summary = read_summary(out_dir, name)
+        assert abs(sum(c['fraction'] for c in summary['classes']) - 1) < 1e-6
+        assert f'{summary["classes"][0]["cls"]}: ' in printed
+        check_picture(out_dir, name, image)
