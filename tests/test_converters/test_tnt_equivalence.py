@@ -156,3 +156,26 @@ def test_converter_cli(tmp_path):
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         assert max_relative_error(model(x), reference(x)) < TOLERANCE
+
+
+@pytest.mark.parametrize('name, config', [
+    ('tnt_s_patch16_224', 'configs/tnt/tnt-s-p16_16xb64_in1k.py'),
+    ('tnt_s_legacy_patch16_224',
+     'configs/tnt/tnt-s-p16-legacy_16xb64_in1k.py'),
+])
+def test_ready_config_for_each_layout(name, config):
+    """The classifier a config builds loads the converted weights of its
+    layout strictly and gives timm's outputs."""
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+    cfg = Config.fromfile(str(REPO / config))
+    init_default_scope(cfg.default_scope)
+    model = MODELS.build(cfg.model).eval()
+    reference = timm_model(name, seed=3)
+    checkpoint = convert_tnt(reference.state_dict())
+    model.load_state_dict(checkpoint['state_dict'], strict=True)
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        error = max_relative_error(model(x, mode='tensor'), reference(x))
+    assert error < TOLERANCE, f'relative error {error:.2e}'
