@@ -20,6 +20,26 @@ Four key layouts of Twins weights exist:
 
 Conversion goes foreign layout -> official names (plus ``stage_norms.i``
 for norms after stages other than the last) -> mmtnt.
+
+Whole detectors and segmentors (keys under ``backbone.`` and ``neck.``,
+``decode_head.``, ``auxiliary_head.``, ``rpn_head.``, ``roi_head.`` or
+``bbox_head.``) convert whole unless ``backbone_only`` is set: the backbone
+as above, the neck and heads as they are (their keys are the same in mmseg
+0.x/1.x and mmdet 2.x/3.x, see :mod:`mmtnt.converters.dense`). Three
+sources exist:
+
+- mmseg's Twins segmentors (its model zoo: UperNet 160k and Semantic FPN
+  80k on ADE20K, PCPVT-S/B/L and SVT-S/B/L): the ``mmseg`` layout, trained
+  with LayerNorm eps 1e-5 everywhere; they load into
+  ``configs/twins/{upernet,fpn}_twins-*_mmseg_*.py``;
+- the official segmentation code (Meituan-AutoML/Twins ``segmentation/``,
+  mmseg 0.x) and detection code (``detection/``, mmdet 2.x, RetinaNet and
+  Mask R-CNN): the ``official`` layout inside ``backbone.``, with the
+  ImageNet classifier ``head`` and final ``norm`` that the dense models do
+  not use (dropped) and, for SVT, a norm after every stage
+  (``norm_list.i``); they load into mmtnt's own ADE20K and COCO configs,
+  whose norms are the official ones;
+- mmtnt's own checkpoints (returned as they are).
 """
 import re
 
@@ -27,10 +47,9 @@ import torch
 
 from .common import (extract_state_dict, rename_keys, split_classifier,
                      to_mmengine_checkpoint)
-
-# Parts of an OpenMMLab detector or segmentor that are not the backbone.
-_NON_BACKBONE = ('neck.', 'decode_head.', 'auxiliary_head.', 'bbox_head.',
-                 'rpn_head.', 'roi_head.', 'mask_head.', 'data_preprocessor.')
+from .dense import (HEAD_LAYOUTS, count_classes, dataset_meta,
+                    detect_head_layout, is_dense, split_dense,
+                    to_dense_checkpoint)
 
 _MMPRETRAIN_TO_OFFICIAL = [
     (r'^patch_embeds\.(\d+)\.projection\.', r'patch_embeds.\1.proj.'),
@@ -209,21 +228,117 @@ _CONVERTERS = {
 }
 
 
-def convert_twins(checkpoint):
+def _dense_backbone(state_dict):
+    """The backbone of a detector or segmentor, as the dense code uses it.
+
+    The official dense code (and twins2mmseg.py's output) keeps the
+    ImageNet classifier ``head`` and final ``norm`` in the backbone without
+    using them; the official SVT names its stage norms ``norm_list.i``.
+    """
+    used = {
+        k: v
+        for k, v in state_dict.items() if not re.match(r'^(norm|head)\.', k)
+    }
+    return rename_keys(used, [(r'^norm_list\.(\d+)\.', r'stage_norms.\1.')])
+
+
+# The sources of whole models, by backbone layout.
+_DENSE_SOURCES = {
+    'mmseg': "mmseg's Twins, LayerNorm eps 1e-5",
+    'official': 'the official Twins {task} code ({library})',
+    'mmpretrain': "mmpretrain's Twins",
+    'mmtnt': 'mmtnt',
+}
+# mmtnt's configs per head layout ({v}: variant, e.g. pcpvt-s; {b}: images
+# per GPU). mmseg's segmentors have their own (LayerNorm eps 1e-5 and
+# mmseg's recipe); every other source has the official norms of mmtnt's
+# configs.
+_MMSEG_CONFIGS = {
+    'upernet': 'upernet_twins-{v}_mmseg_8xb{b}-160k_ade20k-512x512.py',
+    'semantic-fpn': 'fpn_twins-{v}_mmseg_8xb4-80k_ade20k-512x512.py',
+}
+_CONFIGS = {
+    'upernet': 'upernet_twins-{v}_8xb{b}-160k_ade20k-512x512.py',
+    'semantic-fpn': 'fpn_twins-{v}_8xb2-80k_ade20k-512x512.py',
+    'retinanet': 'retinanet_twins-{v}_fpn_1x_coco.py',
+    'mask-rcnn': 'mask-rcnn_twins-{v}_fpn_1x_coco.py',
+}
+# What the configs' data sets have, and where the classes are set.
+_NUM_CLASSES = {
+    'upernet': (150, ('decode_head', 'auxiliary_head')),
+    'semantic-fpn': (150, ('decode_head', )),
+    'retinanet': (80, ('bbox_head', )),
+    'mask-rcnn': (80, ('roi_head.bbox_head', 'roi_head.mask_head')),
+}
+
+
+def _dense_meta(meta, layout, heads):
+    """Add what a whole model needs to ``meta``: its source, head layout,
+    classes, the mmtnt config that builds it and the ``--cfg-options`` that
+    config needs, if any."""
+    task = HEAD_LAYOUTS[layout]['task']
+    library = 'mmseg 0.x' if task == 'segmentation' else 'mmdet 2.x'
+    meta.update(
+        source=_DENSE_SOURCES[meta['source_format']].format(
+            task='segmentation' if task == 'segmentation' else 'detection',
+            library=library),
+        head_layout=layout,
+        task=task,
+        num_classes=count_classes(layout, heads))
+    options = []
+    config = None
+    if isinstance(meta['arch'], str):
+        variant = f"{meta['model'].lower()}-{meta['arch']}"
+        templates = _MMSEG_CONFIGS if meta['source_format'] == 'mmseg' \
+            and layout in _MMSEG_CONFIGS else _CONFIGS
+        config = 'configs/twins/' + templates[layout].format(
+            v=variant, b=4 if variant == 'pcpvt-s' else 2)
+        if meta['source_format'] == 'mmseg' and layout not in _MMSEG_CONFIGS:
+            options.append('model.backbone.norm_cfg.eps=1e-5')
+    # mmtnt's dense configs: no norm after PCPVT's stages, one after each of
+    # SVT's (as mmseg's configs and the official dense code).
+    norms = meta['norm_after_stage']
+    if norms != [meta['model'] == 'SVT'] * len(norms):
+        options.append(f'model.backbone.norm_after_stage={norms}'.replace(
+            ' ', ''))
+    classes, heads_with_classes = _NUM_CLASSES[layout]
+    if meta['num_classes'] != classes:
+        options += [
+            f'model.{head}.num_classes={meta["num_classes"]}'
+            for head in heads_with_classes
+        ]
+    meta.update(config=config, cfg_options=options)
+    return meta
+
+
+def convert_twins(checkpoint, backbone_only=False):
     """Convert a Twins checkpoint of any public layout into mmtnt's layout.
 
     Args:
         checkpoint (dict): A loaded checkpoint: a bare state dict, or one
-            under ``state_dict``/``model``; backbone keys may carry a
-            ``backbone.`` prefix (the rest of an OpenMMLab detector or
-            segmentor is dropped) and the classifier may be ``head``
-            (official, timm) or ``head.fc`` (mmpretrain).
+            under ``state_dict``/``model``, of a classifier (backbone keys
+            with or without a ``backbone.`` prefix; the classifier as
+            ``head`` (official, timm) or ``head.fc`` (mmpretrain)), or of a
+            whole detector or segmentor (:mod:`mmtnt.converters.dense`).
+        backbone_only (bool): Keep only the backbone of a detector or
+            segmentor. Defaults to False: the neck and heads are kept.
 
     Returns:
         dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
-        under ``backbone.`` and the classifier under ``head.fc.``; ``meta``
-        records the source format, the model (``PCPVT``/``SVT``), its arch
-        and which stages end with a norm (``norm_after_stage``).
+        under ``backbone.``, the classifier under ``head.fc.`` and the necks
+        and dense heads under their names. ``meta`` records the source
+        format, the model (``PCPVT``/``SVT``), its arch and which stages
+        end with a norm (``norm_after_stage``); for a whole detector or
+        segmentor also ``source``, ``head_layout``, ``task``,
+        ``num_classes``, ``config`` (the mmtnt config to load it into, None
+        for sizes no config has), ``cfg_options`` (what that config must
+        change, as ``--cfg-options`` takes it) and, when the source names
+        its classes, ``dataset_meta``.
+
+    Raises:
+        ValueError: For weights that are not Twins, and for detectors or
+            segmentors whose heads have no mmtnt config (the message lists
+            the keys it could not place).
 
     Examples:
         >>> import timm
@@ -234,11 +349,19 @@ def convert_twins(checkpoint):
         ('official', 'SVT', 's')
     """
     state_dict = extract_state_dict(checkpoint)
-    if any(k.startswith('backbone.') for k in state_dict):
-        state_dict = {
-            k: v
-            for k, v in state_dict.items() if not k.startswith(_NON_BACKBONE)
-        }
+    if is_dense(state_dict):
+        backbone, heads = split_dense(state_dict)
+        source_format = detect_twins_format(backbone)
+        backbone = _CONVERTERS[source_format](_dense_backbone(backbone))
+        meta = dict(source_format=source_format, **describe_twins(backbone))
+        if backbone_only:
+            return to_mmengine_checkpoint(backbone, {}, meta)
+        layout = detect_head_layout(heads)
+        meta = _dense_meta(meta, layout, heads)
+        classes = dataset_meta(checkpoint)
+        if classes:
+            meta['dataset_meta'] = classes
+        return to_dense_checkpoint(backbone, heads, meta)
     backbone, head = split_classifier(state_dict)
     source_format = detect_twins_format(backbone)
     backbone = _CONVERTERS[source_format](backbone)

@@ -63,8 +63,15 @@ TASKS = {
     'mask-rcnn-1x': r'^mask-rcnn_.*_fpn_1x_coco$',
     'mask-rcnn-ms-crop-3x': r'^mask-rcnn_.*_fpn_ms-crop-3x_coco$',
     'upernet-160k': r'^upernet_.*_8xb[24]-160k_ade20k-512x512$',
-    'semantic-fpn-80k': r'^fpn_.*_8xb2-80k_ade20k-512x512$',
+    'semantic-fpn-80k': r'^fpn_.*_8xb[24]-80k_ade20k-512x512$',
 }
+# Configs that load weights published by another library, with what they
+# change for it: `_mmseg_` configs reproduce mmseg's Twins segmentors
+# (LayerNorm eps 1e-5, mmseg's recipe).
+PUBLISHED_BY = {'mmseg': r'_mmseg_'}
+# Backbone arguments such configs may set differently from the variant's
+# other configs (the weights were trained with them).
+PUBLISHED_ARGS = {'mmseg': {'norm_cfg'}}
 # Backbone arguments that may differ between the configs of one variant:
 # what is returned, regularisation, freezing and memory options, norms
 # added or dropped after stages (dense heads take un-normed or normed
@@ -140,7 +147,12 @@ def variant_label(rel_path):
     return f"{type_.split('.')[1]}-{min(aliases, key=len)}"
 
 
-VARIANT_CONFIGS = [p for p in CONFIGS if variant_of(p)]
+# The family directories' configs: the variant in a name elsewhere (e.g.
+# configs/custom_data/, which fine-tunes on other data) is not held to the
+# published recipes.
+VARIANT_CONFIGS = [
+    p for p in CONFIGS if variant_of(p) and p.split(os.sep)[0] in FAMILY_DIRS
+]
 VARIANT_GROUPS = defaultdict(list)
 for _path in VARIANT_CONFIGS:
     VARIANT_GROUPS[variant_label(_path)].append(_path)
@@ -223,17 +235,31 @@ def variant_problems(rel_path, cfg):
     return problems
 
 
+def published_by(rel_path):
+    """The library whose published weights a config reproduces, or None."""
+    name = config_name(rel_path)
+    return next(
+        (lib for lib, rule in PUBLISHED_BY.items() if re.search(rule, name)),
+        None)
+
+
 def structure_problems(paths_and_cfgs):
-    """Where the configs of one variant build different structures."""
+    """Where the configs of one variant build different structures (but for
+    the arguments that a config reproducing published weights may set,
+    :data:`PUBLISHED_ARGS`)."""
     structures = {
         path: backbone_structure(cfg.model.backbone)
         for path, cfg in paths_and_cfgs
     }
-    reference_path, reference = next(iter(structures.items()))
+    reference_path = next(
+        (p for p in structures if published_by(p) is None),
+        next(iter(structures)))
+    reference = structures[reference_path]
     problems = []
     for path, structure in structures.items():
+        free = PUBLISHED_ARGS.get(published_by(path), set())
         for key in sorted(set(structure) | set(reference)):
-            if structure.get(key) != reference.get(key):
+            if key not in free and structure.get(key) != reference.get(key):
                 problems.append(
                     f'{key}: {structure.get(key)!r} in {path} but '
                     f'{reference.get(key)!r} in {reference_path}')
@@ -556,8 +582,10 @@ def test_dense_config_keeps_its_recipe(rel_path):
     assert (optimizer.type, optimizer.lr, optimizer.weight_decay) == (
         'AdamW', lr, wd)
     # 16 images per iteration, 8 GPUs x 2; the released UperNet PCPVT-S log
-    # ran 32, 8 GPUs x 4
-    batch = 4 if 'upernet_twins-pcpvt-s_' in rel_path else 2
+    # ran 32, 8 GPUs x 4, as did mmseg's Semantic FPNs
+    mmseg = published_by(rel_path) == 'mmseg'
+    batch = 4 if 'upernet_twins-pcpvt-s_' in rel_path or (
+        mmseg and task_of(rel_path) == 'semantic-fpn-80k') else 2
     assert f'_8xb{batch}-' in rel_path or '_coco' in rel_path
     assert cfg.train_dataloader.batch_size == batch
     assert cfg.auto_scale_lr.base_batch_size == 8 * batch
@@ -571,7 +599,10 @@ def test_dense_config_keeps_its_recipe(rel_path):
         assert cfg.train_cfg.max_iters == length
         poly = schedulers['PolyLR']
         # The official Twins FPN configs decay to min_lr 1e-6; UperNet to 0.
+        # mmseg's FPNs keep the LR constant (their minimum is the LR).
         eta_min = 1e-6 if task_of(rel_path) == 'semantic-fpn-80k' else 0.0
+        if mmseg and task_of(rel_path) == 'semantic-fpn-80k':
+            eta_min = lr
         assert (poly.power, poly.eta_min, poly.end) == (shape, eta_min,
                                                         length)
         if 'LinearLR' in schedulers:  # UperNet's warm-up

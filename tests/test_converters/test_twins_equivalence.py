@@ -277,10 +277,12 @@ def mmseg_backbone(model_name):
 def test_mmseg_equivalence(model_name):
     pytest.importorskip('mmseg')
     reference = randomize_(mmseg_backbone(model_name), seed=6).eval()
-    # As a segmentor checkpoint: the rest of the model is dropped.
+    # As a segmentor checkpoint, backbone only: the rest of the model is
+    # dropped (test_twins_whole_model.py converts whole segmentors).
     segmentor = {f'backbone.{k}': v for k, v in reference.state_dict().items()}
     segmentor['decode_head.conv_seg.weight'] = torch.zeros(150, 512, 1, 1)
-    checkpoint = convert_twins({'state_dict': segmentor, 'meta': {}})
+    checkpoint = convert_twins({'state_dict': segmentor, 'meta': {}},
+                               backbone_only=True)
     meta = checkpoint['meta']
     assert meta['source_format'] == 'mmseg'
     assert (meta['model'], meta['arch']) == (model_name, 's')

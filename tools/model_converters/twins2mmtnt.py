@@ -2,17 +2,38 @@
 
 The layout is told apart by the keys; PCPVT and SVT by the weights.
 
+Classifiers and ImageNet weights convert to a backbone (``backbone.``) and
+a classifier (``head.fc.``). Detectors and segmentors convert whole: the
+backbone to mmtnt's keys, the neck and heads as they are; the command
+prints the mmtnt config that loads the result. Sources:
+
+- mmseg's Twins segmentors (its ADE20K model zoo, UperNet and Semantic FPN,
+  all six variants): load into
+  ``configs/twins/{upernet,fpn}_twins-*_mmseg_*.py`` (mmseg's LayerNorm
+  eps 1e-5 and recipe);
+- segmentors and detectors trained with the official Twins code
+  (Meituan-AutoML/Twins ``segmentation/``, mmseg 0.x; ``detection/``, mmdet
+  2.x, RetinaNet and Mask R-CNN): load into mmtnt's own UperNet, Semantic
+  FPN, RetinaNet and Mask R-CNN configs.
+
+``--backbone-only`` keeps only the backbone of a detector or segmentor.
+
 LayerNorm eps is not in the weights. mmtnt's defaults are the official ones
 (1e-6 in blocks and after stages, 1e-5 in patch embeddings and after GSA's
-reduction), right for the official, timm and mmpretrain releases and for
-twins2mmseg.py's output. Segmentors fine-tuned in mmseg ran with eps 1e-5
-everywhere: to reproduce them exactly, set ``norm_cfg``,
-``patch_norm_cfg`` and ``sr_norm_cfg`` to ``dict(type='LN', eps=1e-5)``.
+reduction), right for the official, timm and mmpretrain releases, for
+twins2mmseg.py's output and for the official dense code. mmseg's
+segmentors ran with eps 1e-5 everywhere: their configs (above) set it; for
+a backbone alone set ``norm_cfg=dict(type='LN', eps=1e-5)``.
 
-Example:
+Examples:
     python tools/model_converters/twins2mmtnt.py alt_gvt_small.pth \
         checkpoints/twins-svt-small_official_in1k.pth --allow-pickle
-"""
+    python tools/model_converters/twins2mmtnt.py \
+        twins_pcpvt-s_uperhead_8x4_512x512_160k_ade20k_20211201_233537-8e99c07a.pth \
+        checkpoints/upernet_twins-pcpvt-s_mmseg_8xb4-160k_ade20k-512x512.pth
+    python tools/model_converters/twins2mmtnt.py mask_rcnn_alt_gvt_s.pth \
+        checkpoints/twins-svt-s_backbone.pth --backbone-only
+"""  # noqa: E501
 from mmtnt.converters import convert_twins
 from mmtnt.converters.cli import run_converter
 
@@ -29,4 +50,6 @@ if __name__ == '__main__':
     run_converter(
         convert_twins, 'Convert a Twins (PCPVT or SVT) checkpoint of the '
         'official/timm, mmpretrain or mmseg layout (told apart by its keys) '
-        'to mmtnt.', backbone_kwargs)
+        'to mmtnt: classifiers, and detectors and segmentors whole (mmseg, '
+        'official Twins segmentation and detection code).', backbone_kwargs,
+        whole_models=True)

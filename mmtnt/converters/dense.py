@@ -1,0 +1,250 @@
+"""Whole detectors and segmentors: the parts beside the backbone.
+
+A checkpoint of an OpenMMLab detector or segmentor holds the backbone under
+``backbone.`` and the rest under ``neck.``, ``decode_head.``,
+``auxiliary_head.``, ``rpn_head.``, ``roi_head.`` or ``bbox_head.``. A
+family's converter maps the backbone; this module tells which model the
+rest belongs to, checks that every key has a place in it, and assembles the
+converted checkpoint.
+
+The heads that mmtnt's dense configs use keep their key names across
+OpenMMLab versions, so they are copied as they are:
+
+- mmseg 0.x and 1.x (``UPerHead``, ``FCNHead``, ``FPNHead``, mmcv's
+  ``ConvModule`` as ``conv``/``bn``, and ``conv_seg``): mmseg 1.x's model
+  zoo serves the checkpoints trained with 0.x;
+- mmdet 2.x and 3.x (``FPN``, ``RetinaHead``, ``RPNHead`` with
+  ``rpn_conv``/``rpn_cls``/``rpn_reg``, ``Shared2FCBBoxHead``,
+  ``FCNMaskHead``): the class-order and background-channel changes that
+  mmdet's ``upgrade_model_version.py`` handles were between 1.x and 2.0.
+
+A key outside the layouts below is an error that names it: such a model has
+no mmtnt config to load into (convert its backbone alone instead).
+"""
+import re
+
+# Top-level modules of OpenMMLab detectors and segmentors besides the
+# backbone.
+DENSE_PREFIXES = ('neck.', 'decode_head.', 'auxiliary_head.', 'rpn_head.',
+                  'roi_head.', 'bbox_head.')
+# Hold no weights a model needs (the normalisation constants of the 1.x/3.x
+# data preprocessors are not persistent; older files may still have them).
+_DROPPED_PREFIXES = ('data_preprocessor.', )
+
+# mmcv's ConvModule: a convolution with an optional BatchNorm (``bn``).
+_CONV_MODULE = (r'(conv\.(weight|bias)'
+                r'|bn\.(weight|bias|running_mean|running_var'
+                r'|num_batches_tracked))$')
+_PARAM = r'(weight|bias)$'
+# mmcv/mmdet/mmseg's FPN neck.
+_FPN_NECK = r'^neck\.(lateral_convs|fpn_convs)\.\d+\.' + _CONV_MODULE
+
+#: The models whose checkpoints convert whole: their task, the keys that
+#: identify them and the patterns every key of their heads matches.
+HEAD_LAYOUTS = {
+    'upernet':
+    dict(
+        task='segmentation',
+        name='UperNet (mmseg UPerHead + FCNHead)',
+        markers=('decode_head.psp_modules.', 'decode_head.fpn_bottleneck.'),
+        patterns=(
+            r'^decode_head\.psp_modules\.\d+\.1\.' + _CONV_MODULE,
+            r'^decode_head\.(bottleneck|fpn_bottleneck)\.' + _CONV_MODULE,
+            r'^decode_head\.(lateral_convs|fpn_convs)\.\d+\.' + _CONV_MODULE,
+            r'^auxiliary_head\.convs\.\d+\.' + _CONV_MODULE,
+            r'^(decode_head|auxiliary_head)\.conv_seg\.' + _PARAM,
+        )),
+    'semantic-fpn':
+    dict(
+        task='segmentation',
+        name='Semantic FPN (FPN + mmseg FPNHead)',
+        markers=('decode_head.scale_heads.', ),
+        patterns=(
+            _FPN_NECK,
+            r'^decode_head\.scale_heads\.\d+\.\d+\.' + _CONV_MODULE,
+            r'^decode_head\.conv_seg\.' + _PARAM,
+        )),
+    'retinanet':
+    dict(
+        task='detection',
+        name='RetinaNet (FPN + mmdet RetinaHead)',
+        markers=('bbox_head.retina_cls.', ),
+        patterns=(
+            _FPN_NECK,
+            r'^bbox_head\.(cls_convs|reg_convs)\.\d+\.' + _CONV_MODULE,
+            r'^bbox_head\.retina_(cls|reg)\.' + _PARAM,
+        )),
+    'mask-rcnn':
+    dict(
+        task='instance segmentation',
+        name='Mask R-CNN (FPN + mmdet RPNHead + StandardRoIHead)',
+        markers=('rpn_head.', 'roi_head.mask_head.'),
+        patterns=(
+            _FPN_NECK,
+            r'^rpn_head\.rpn_(conv|cls|reg)\.' + _PARAM,
+            r'^roi_head\.bbox_head\.(shared_fcs\.\d+|fc_cls|fc_reg)\.' +
+            _PARAM,
+            r'^roi_head\.mask_head\.(convs\.\d+\.conv|upsample|conv_logits)'
+            r'\.' + _PARAM,
+        )),
+}
+
+
+def is_dense(state_dict):
+    """Whether weights are a whole detector or segmentor.
+
+    Args:
+        state_dict (dict[str, Tensor]): Weights.
+
+    Returns:
+        bool: True when some key is under a neck or a dense head
+        (:data:`DENSE_PREFIXES`).
+    """
+    return any(k.startswith(DENSE_PREFIXES) for k in state_dict)
+
+
+def split_dense(state_dict):
+    """Split a detector's or segmentor's weights into backbone and the rest.
+
+    Args:
+        state_dict (dict[str, Tensor]): Weights of a whole model.
+
+    Returns:
+        tuple[dict, dict]: Backbone weights (``backbone.`` stripped) and
+        the other weights (keys unchanged; data preprocessors dropped).
+
+    Examples:
+        >>> import torch
+        >>> backbone, rest = split_dense({
+        ...     'backbone.conv.weight': torch.zeros(1),
+        ...     'decode_head.conv_seg.weight': torch.zeros(1)})
+        >>> list(backbone), list(rest)
+        (['conv.weight'], ['decode_head.conv_seg.weight'])
+    """
+    backbone, rest = {}, {}
+    for key, value in state_dict.items():
+        if key.startswith('backbone.'):
+            backbone[key[len('backbone.'):]] = value
+        elif not key.startswith(_DROPPED_PREFIXES):
+            rest[key] = value
+    return backbone, rest
+
+
+def _group(keys, limit=30):
+    """Keys grouped by module (``neck.fpn_convs.0.conv.{bias,weight}``),
+    at most ``limit`` groups named."""
+    groups = {}
+    for key in keys:
+        module, param = key.rsplit('.', 1) if '.' in key else ('', key)
+        groups.setdefault(module, []).append(param)
+    names = [
+        f'{m}.{p[0]}' if len(p) == 1 else f'{m}.{{{",".join(sorted(p))}}}'
+        for m, p in sorted(groups.items())
+    ]
+    if len(names) > limit:
+        names = names[:limit] + [f'... ({len(names) - limit} more modules)']
+    return ', '.join(names)
+
+
+def detect_head_layout(heads):
+    """Tell which of :data:`HEAD_LAYOUTS` the non-backbone weights have.
+
+    Args:
+        heads (dict[str, Tensor]): Neck and head weights (full keys).
+
+    Returns:
+        str: A key of :data:`HEAD_LAYOUTS`.
+
+    Raises:
+        ValueError: When no layout fits, or some keys have no place in the
+            one the markers name; the message lists the keys.
+
+    Examples:
+        >>> import torch
+        >>> detect_head_layout({'bbox_head.retina_cls.weight': torch.zeros(1)})
+        'retinanet'
+    """
+    found = [
+        name for name, layout in HEAD_LAYOUTS.items()
+        if all(any(k.startswith(m) for k in heads) for m in layout['markers'])
+    ]
+    if len(found) != 1:
+        known = ', '.join(v['name'] for v in HEAD_LAYOUTS.values())
+        raise ValueError(
+            'Not a detector or segmentor whose heads mmtnt has configs for '
+            f'({known}); could not place: {_group(heads)}. Convert the '
+            'backbone alone with --backbone-only (backbone_only=True).')
+    name = found[0]
+    patterns = [re.compile(p) for p in HEAD_LAYOUTS[name]['patterns']]
+    unplaced = [k for k in heads if not any(p.match(k) for p in patterns)]
+    if unplaced:
+        raise ValueError(
+            f'The heads look like {HEAD_LAYOUTS[name]["name"]}, but these '
+            f'keys have no place in it: {_group(unplaced)}. Convert the '
+            'backbone alone with --backbone-only (backbone_only=True).')
+    return name
+
+
+def count_classes(layout, heads):
+    """The number of classes the heads predict.
+
+    Args:
+        layout (str): A key of :data:`HEAD_LAYOUTS`.
+        heads (dict[str, Tensor]): Neck and head weights (full keys).
+
+    Returns:
+        int: Classes (without a background class).
+    """
+    if layout in ('upernet', 'semantic-fpn'):
+        return heads['decode_head.conv_seg.weight'].shape[0]
+    if layout == 'retinanet':
+        # sigmoid scores: one channel per class and anchor
+        anchors = heads['bbox_head.retina_reg.weight'].shape[0] // 4
+        return heads['bbox_head.retina_cls.weight'].shape[0] // anchors
+    # softmax scores with a background class
+    return heads['roi_head.bbox_head.fc_cls.weight'].shape[0] - 1
+
+
+def dataset_meta(checkpoint):
+    """The class names (and palette) a checkpoint records, as mmengine's
+    ``meta['dataset_meta']``.
+
+    Args:
+        checkpoint (dict): A loaded checkpoint.
+
+    Returns:
+        dict: ``classes`` (and ``palette``) as lists of plain values, from
+        ``meta['dataset_meta']`` (mmengine) or ``meta['CLASSES']`` and
+        ``meta['PALETTE']`` (mmcv 1.x); empty when there are none.
+    """
+    meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
+    if not isinstance(meta, dict):
+        return {}
+    source = meta.get('dataset_meta')
+    if not isinstance(source, dict):
+        source = dict(classes=meta.get('CLASSES'), palette=meta.get('PALETTE'))
+    out = {}
+    for key in ('classes', 'palette'):
+        value = source.get(key)
+        if isinstance(value, (list, tuple)):
+            out[key] = [
+                list(v) if isinstance(v, (list, tuple)) else v for v in value
+            ]
+    return out
+
+
+def to_dense_checkpoint(backbone, heads, meta):
+    """Assemble a detector's or segmentor's checkpoint.
+
+    Args:
+        backbone (dict[str, Tensor]): Backbone weights in mmtnt's layout.
+        heads (dict[str, Tensor]): Neck and head weights (full keys).
+        meta (dict): Plain-type metadata.
+
+    Returns:
+        dict: ``{'meta': meta, 'state_dict': weights}``, the backbone under
+        ``backbone.``.
+    """
+    state_dict = {f'backbone.{k}': v.contiguous() for k, v in backbone.items()}
+    state_dict.update(heads)
+    return dict(meta=meta, state_dict=state_dict)
