@@ -34,7 +34,7 @@ model = dict(
         # (set `layout` to the one it prints):
         # init_cfg=dict(
         #     type='Pretrained',
-        #     checkpoint='checkpoints/tnt-s_official_in1k.pth',
+        #     checkpoint='checkpoints/tnt-s-p16_official_in1k.pth',
         #     prefix='backbone.'),
     ),
     neck=dict(
