@@ -1,5 +1,4 @@
 """PyramidTNT (https://arxiv.org/abs/2201.00978)."""
-import math
 import re
 from collections import OrderedDict
 
@@ -12,7 +11,8 @@ from mmengine.model.weight_init import trunc_normal_
 from mmtnt.registry import MODELS
 from ..layers import (MultiheadAttention, SpatialReductionAttention,
                       TransformerBlock, drop_path_rates, tokens_to_map)
-from ..utils import normalize_out_indices, resize_pos_embed, resolve_arch
+from ..utils import (ceil_div, known_zero, normalize_out_indices,
+                     resize_pos_embed, resolve_arch)
 from ..utils.attention_bias import resize_attention_bias
 from .base_backbone import BaseBackbone
 from .tnt import WordsToSentence
@@ -128,9 +128,10 @@ class WordAggregation(nn.Module):
         c = words.shape[-1]
         x = self.norm(words).reshape(-1, h, w, k, k, c)
         B = x.shape[0]
-        if h % 2 or w % 2:
-            x = F.pad(x, (0, 0, 0, 0, 0, 0, 0, w % 2, 0, h % 2))
-        h2, w2 = (h + 1) // 2, (w + 1) // 2
+        h2, w2 = ceil_div(h, 2), ceil_div(w, 2)
+        pad_h, pad_w = 2 * h2 - h, 2 * w2 - w
+        if not known_zero(pad_h, pad_w):
+            x = F.pad(x, (0, 0, 0, 0, 0, 0, 0, pad_w, 0, pad_h))
         # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
         # the 8x8 word map of each group of sentences.
         x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
@@ -629,11 +630,11 @@ class PyramidTNT(BaseBackbone):
         return grids
 
     def _grids(self, height, width):
-        h = math.ceil(height / SENTENCE_STRIDE)
-        w = math.ceil(width / SENTENCE_STRIDE)
+        h = ceil_div(height, SENTENCE_STRIDE)
+        w = ceil_div(width, SENTENCE_STRIDE)
         grids = [(h, w)]
         for _ in range(1, self.num_stages):
-            h, w = math.ceil(h / 2), math.ceil(w / 2)
+            h, w = ceil_div(h, 2), ceil_div(w, 2)
             grids.append((h, w))
         return grids
 
@@ -696,14 +697,15 @@ class PyramidTNT(BaseBackbone):
         # Where padding made the grid odd, drop the extra row/column so that
         # the map is ceil(input / stride), as in a conv backbone.
         stride = self.out_strides[self.out_indices.index(index)]
-        h, w = (math.ceil(size / stride) for size in input_shape)
+        h, w = (ceil_div(size, stride) for size in input_shape)
         return x[:, :, :h, :w].contiguous()
 
     def forward(self, x):
         B, _, H, W = x.shape
         grids = self.sentence_grids(H, W)
-        pad_h, pad_w = -H % SENTENCE_STRIDE, -W % SENTENCE_STRIDE
-        if pad_h or pad_w:
+        pad_h = grids[0][0] * SENTENCE_STRIDE - H
+        pad_w = grids[0][1] * SENTENCE_STRIDE - W
+        if not known_zero(pad_h, pad_w):
             x = F.pad(x, (0, pad_w, 0, pad_h))
         words, sentences = self.stem(x)
         words = words + self.word_pos

@@ -7,7 +7,8 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
 from ..layers import MultiheadAttention, TransformerBlock, drop_path_rates
-from ..utils import normalize_out_indices, resize_pos_embed, resolve_arch
+from ..utils import (ceil_div, known_zero, normalize_out_indices,
+                     resize_pos_embed, resolve_arch)
 from .base_backbone import BaseBackbone
 
 
@@ -52,8 +53,9 @@ class WordEmbed(nn.Module):
             x = self.conv(x.reshape(B * h * w, C, p, p))
             return x.flatten(2).transpose(1, 2)
         x = self.conv(x)
-        x = x.reshape(B, -1, h, k, w, k).permute(0, 2, 4, 3, 5, 1)
-        return x.reshape(B * h * w, k * k, -1)
+        c = self.conv.out_channels
+        x = x.reshape(B, c, h, k, w, k).permute(0, 2, 4, 3, 5, 1)
+        return x.reshape(B * h * w, k * k, c)
 
 
 class WordsToSentence(nn.Module):
@@ -366,7 +368,7 @@ class TNT(BaseBackbone):
     def _sentence_grid(self, height, width):
         """The sentence grid of a ``height`` x ``width`` input."""
         p = self.patch_size
-        return -(-height // p), -(-width // p)
+        return ceil_div(height, p), ceil_div(width, p)
 
     def frozen_parts(self):
         parts = [
@@ -413,8 +415,9 @@ class TNT(BaseBackbone):
         B, _, H, W = x.shape
         grid = self._sentence_grid(H, W)
         p = self.patch_size
-        if H % p or W % p:
-            x = F.pad(x, (0, -W % p, 0, -H % p))
+        pad_h, pad_w = grid[0] * p - H, grid[1] * p - W
+        if not known_zero(pad_h, pad_w):
+            x = F.pad(x, (0, pad_w, 0, pad_h))
         words = self.word_embed(x) + self.word_pos
         sentences = torch.cat(
             [self.cls_token.expand(B, -1, -1),

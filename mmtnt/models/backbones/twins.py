@@ -10,7 +10,7 @@ from mmtnt.registry import MODELS
 from ..layers import (LocallyGroupedAttention, SpatialReductionAttention,
                       TransformerBlock, drop_path_rates, map_to_tokens,
                       tokens_to_map)
-from ..utils import normalize_out_indices, resolve_arch
+from ..utils import ceil_div, known_zero, normalize_out_indices, resolve_arch
 from .base_backbone import BaseBackbone
 
 
@@ -48,8 +48,9 @@ class PatchEmbed(nn.Module):
     def forward(self, x):
         """Return tokens (B, h*w, C) and their grid (h, w)."""
         p = self.patch_size
-        pad_h, pad_w = -x.shape[-2] % p, -x.shape[-1] % p
-        if pad_h or pad_w:
+        H, W = x.shape[-2:]
+        pad_h, pad_w = ceil_div(H, p) * p - H, ceil_div(W, p) * p - W
+        if not known_zero(pad_h, pad_w):
             x = F.pad(x, (0, pad_w, 0, pad_h))
         x = self.proj(x)
         hw_shape = (x.shape[-2], x.shape[-1])
@@ -334,7 +335,7 @@ class PCPVT(BaseBackbone):
         ``height`` x ``width`` pixels."""
         shapes = []
         for p in self.patch_sizes:
-            height, width = -(-height // p), -(-width // p)
+            height, width = ceil_div(height, p), ceil_div(width, p)
             shapes.append((height, width))
         return shapes
 
@@ -343,7 +344,7 @@ class PCPVT(BaseBackbone):
         than its spatial reduction for this input, or None."""
         for i, (hw, sr) in enumerate(
                 zip(self.stage_shapes(height, width), self.sr_ratios)):
-            if min(hw) < sr:
+            if hw[0] < sr or hw[1] < sr:
                 return i, hw, sr
         return None
 

@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 
+from ..utils.shape import ceil_div, known_zero
 from .layout import map_to_tokens, tokens_to_map
 
 
@@ -28,8 +29,17 @@ def split_heads(x, num_parts, num_heads):
 
 
 def merge_heads(x):
-    """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d)."""
-    return x.transpose(1, 2).flatten(2)
+    """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d).
+
+    Several heads are copied explicitly: a graph exported by
+    ``torch.export`` that reshaped the attention's output instead would
+    depend on the memory layout its kernel returned, which the ONNX
+    exporter's decompositions do not reproduce. One head is a view in any
+    layout."""
+    x = x.transpose(1, 2)
+    if x.shape[2] > 1:
+        x = x.clone(memory_format=torch.contiguous_format)
+    return x.flatten(2)
 
 
 class MultiheadAttention(nn.Module):
@@ -252,11 +262,12 @@ class LocallyGroupedAttention(MultiheadAttention):
         """
         H, W = hw_shape
         ws = window_size
-        rows = torch.arange(H + -H % ws, device=device) < H
-        cols = torch.arange(W + -W % ws, device=device) < W
+        nh, nw = ceil_div(H, ws), ceil_div(W, ws)
+        rows = torch.arange(nh * ws, device=device) < H
+        cols = torch.arange(nw * ws, device=device) < W
         real = rows[:, None] & cols[None, :]
-        real = real.view(-1, ws, real.shape[1] // ws, ws).transpose(1, 2)
-        return real.reshape(-1, 1, 1, ws * ws)
+        real = real.view(nh, ws, nw, ws).transpose(1, 2)
+        return real.reshape(nh * nw, 1, 1, ws * ws)
 
     def attend(self, x, hw_shape):
         """Attention within the windows of tokens ``x`` (B, H*W, C) on a
@@ -264,23 +275,24 @@ class LocallyGroupedAttention(MultiheadAttention):
         B, N, C = x.shape
         H, W = hw_shape
         ws = self.window_size
-        pad_b, pad_r = -H % ws, -W % ws
+        nh, nw = ceil_div(H, ws), ceil_div(W, ws)
+        pad_b, pad_r = nh * ws - H, nw * ws - W
+        padded = not known_zero(pad_b, pad_r)
         x = x.view(B, H, W, C)
-        if pad_b or pad_r:
+        if padded:
             x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
-        nh, nw = (H + pad_b) // ws, (W + pad_r) // ws
         # (B * windows, ws * ws, C), windows in row-major order.
         windows = x.view(B, nh, ws, nw, ws, C).transpose(2, 3).reshape(
             B * nh * nw, ws * ws, C)
         q, k, v = split_heads(self.qkv(windows), 3, self.num_heads)
         mask = None
-        if pad_b or pad_r:
+        if padded:
             mask = self.padding_mask(hw_shape, ws, x.device).repeat(
                 B, 1, 1, 1)
         windows = merge_heads(self.scaled_dot_product(q, k, v, mask))
         windows = windows.view(B, nh, nw, ws, ws, C)
         x = windows.transpose(2, 3).reshape(B, nh * ws, nw * ws, C)
-        if pad_b or pad_r:
+        if padded:
             x = x[:, :H, :W]
         # The output projection then skips the padded tokens.
         return x.reshape(B, N, C)

@@ -1,10 +1,12 @@
 import torch
 import torch.nn.functional as F
 
+from .shape import known_equal
+
 
 def _resize_grid_dim(bias, src_shape, dst_shape, mode):
     """Resize the grid stored in the last dim of ``bias`` (L, M, h*w)."""
-    if src_shape == dst_shape:
+    if known_equal(src_shape, dst_shape):
         return bias
     L, M, _ = bias.shape
     grid = bias.reshape(1, L * M, *src_shape)
@@ -47,7 +49,8 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
         src_key_shape)
     dst_query_shape, dst_key_shape = tuple(dst_query_shape), tuple(
         dst_key_shape)
-    if (src_query_shape, src_key_shape) == (dst_query_shape, dst_key_shape):
+    if known_equal(src_query_shape + src_key_shape,
+                   dst_query_shape + dst_key_shape):
         return bias
     _, heads, num_queries, num_keys = bias.shape
     if (num_queries != src_query_shape[0] * src_query_shape[1]

@@ -1,6 +1,8 @@
 import torch
 import torch.nn.functional as F
 
+from .shape import known_equal
+
 
 def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
                      mode='bicubic'):
@@ -26,7 +28,7 @@ def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
         torch.Size([1, 241, 384])
     """
     src_shape, dst_shape = tuple(src_shape), tuple(dst_shape)
-    if src_shape == dst_shape:
+    if known_equal(src_shape, dst_shape):
         return pos_embed
     src_h, src_w = src_shape
     if pos_embed.shape[1] != num_extra_tokens + src_h * src_w:

@@ -1,0 +1,79 @@
+"""Size arithmetic that stays valid when sizes are symbolic.
+
+Under ``torch.export`` (``torch.onnx.export(..., dynamo=True)`` with dynamic
+shapes) the sizes read from ``tensor.shape`` are symbols, not integers. A
+Python ``if`` on such a size would tie the exported graph to the example
+input (it is recorded as a guard), and the ceiling division ``-(-a // b)``
+becomes an ONNX division that truncates the negative quotient (giving the
+floor, one too small, for sizes that are not multiples). The helpers here
+keep the skip-if-nothing-to-do shortcuts of eager mode without either: a
+shortcut is taken only when it is known to apply for every input, which is
+always the case for plain integers.
+"""
+import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+
+def _known_true(condition):
+    """Whether ``condition`` (a bool, or a SymBool of torch.export) holds
+    for certain. Under ``torch.jit.trace``, whose sizes are 0-dim tensors,
+    the traced example's value decides, as a plain ``if`` would."""
+    if isinstance(condition, torch.Tensor):
+        return bool(condition)
+    return statically_known_true(condition)
+
+
+def ceil_div(size, divisor):
+    """``ceil(size / divisor)`` for a non-negative size, in integers only.
+
+    Args:
+        size (int | torch.SymInt): A size, at least 0.
+        divisor (int): A positive integer.
+
+    Returns:
+        int | torch.SymInt: The rounded-up quotient.
+
+    Examples:
+        >>> ceil_div(225, 4), ceil_div(224, 4)
+        (57, 56)
+    """
+    return (size + divisor - 1) // divisor
+
+
+def known_zero(*sizes):
+    """Whether every size is 0 for certain: its value for integers; for
+    symbolic sizes, only if that holds for all values of the symbols (no
+    guard is recorded).
+
+    Args:
+        *sizes (int | torch.SymInt): Sizes, e.g. paddings.
+
+    Returns:
+        bool: True when all of them are known to be 0.
+
+    Examples:
+        >>> known_zero(0, 0), known_zero(0, 3)
+        (True, False)
+    """
+    return all(_known_true(size == 0) for size in sizes)
+
+
+def known_equal(shape_a, shape_b):
+    """Whether two shapes are equal for certain: their values for integers;
+    for symbolic sizes, only if that holds for all values of the symbols
+    (no guard is recorded).
+
+    Args:
+        shape_a (Sequence[int | torch.SymInt]): A shape.
+        shape_b (Sequence[int | torch.SymInt]): Another shape.
+
+    Returns:
+        bool: True when the shapes are known to be equal.
+
+    Examples:
+        >>> known_equal((14, 14), (14, 14)), known_equal((14, 14), (14, 20))
+        (True, False)
+    """
+    shape_a, shape_b = tuple(shape_a), tuple(shape_b)
+    return len(shape_a) == len(shape_b) and all(
+        _known_true(a == b) for a, b in zip(shape_a, shape_b))

@@ -1,0 +1,212 @@
+"""Checks of ``tools/deployment/pytorch2onnx.py``.
+
+* In-process, a classifier around the tiny arch of each family
+  (``tests/tiny_backbones.py``) is exported with dynamic axes (traced at
+  512x512, see ``MIN_DYNAMIC_TRACE_SIZE``), and ONNX Runtime is compared
+  with PyTorch at sizes and batches the export did not see, which pad,
+  mask and resize differently (a graph specialised to its example input
+  fails there).
+* A stage that is a single LSA window at the requested export size (SVT's
+  last stage at 224x224) exports a graph that also takes several windows.
+* The tool run as a user does on the UperNet demo segmentor with a
+  checkpoint (``--dynamic-export --verify``), then its graph checked at
+  more sizes in-process.
+* Clear errors: detectors, a missing checkpoint, an input too small.
+* The graph-friendly adaptive pooling against PyTorch's.
+"""
+import pytest
+import torch
+import torch.nn as nn
+from demo_runs import describe, load_tool_module, run_tool
+from mmengine.config import Config
+from tiny_backbones import PYRAMID_TNT_TINY, SVT_TINY, TNT_TINY, TWINS_TINY
+
+SEG_CONFIG = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
+DET_CONFIG = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
+NUM_CLASSES = 5
+TOLERANCE = 1e-4
+# Backbone config and output channels of each family's tiny arch.
+TINY_CLASSIFIERS = {
+    'TNT': (dict(type='mmtnt.TNT', arch=TNT_TINY, img_size=64), 16),
+    'PyramidTNT': (dict(
+        type='mmtnt.PyramidTNT', arch=PYRAMID_TNT_TINY, img_size=128), 32),
+    'PCPVT': (dict(type='mmtnt.PCPVT', arch=TWINS_TINY), 32),
+    'SVT': (dict(type='mmtnt.SVT', arch=SVT_TINY), 32),
+}
+# The --shape of each export: sizes that every stride, patch and window
+# (SVT's 3) divides, and that match the stored position terms (TNT 64,
+# PyramidTNT 128).
+EXPORT_SIZES = {
+    'TNT': (64, 64),
+    'PyramidTNT': (128, 128),
+    'PCPVT': (96, 96),
+    'SVT': (96, 96),
+}
+# (batch, height, width) checked: other batches, two sizes as in ImageNet
+# testing, and one that pads every family's input or stages.
+CLASSIFIER_CHECKS = [(1, 224, 224), (3, 256, 320), (2, 100, 132)]
+
+
+@pytest.fixture(scope='module')
+def tool():
+    return load_tool_module('deployment/pytorch2onnx.py')
+
+
+def classifier_config(family):
+    """An mmpretrain classifier config around the tiny arch of
+    ``family``."""
+    backbone, channels = TINY_CLASSIFIERS[family]
+    return Config(
+        dict(
+            default_scope='mmpretrain',
+            model=dict(
+                type='ImageClassifier',
+                backbone=backbone,
+                head=dict(
+                    type='LinearClsHead',
+                    num_classes=NUM_CLASSES,
+                    in_channels=channels))))
+
+
+def assert_checks_pass(results, checks):
+    assert [r['shape'][0] for r in results] == [c[0] for c in checks]
+    assert [r['shape'][2:] for r in results] == [c[1:] for c in checks]
+    for result in results:
+        assert result['error'] is None, result
+        assert result['relative'] <= TOLERANCE, result
+
+
+@pytest.mark.parametrize('family', list(TINY_CLASSIFIERS))
+def test_dynamic_classifier_export(tool, tmp_path, family):
+    torch.manual_seed(0)
+    model = tool.build_model(classifier_config(family))
+    graph = tool.export_graph(model, logits=True)
+    onnx_file = str(tmp_path / f'{family}.onnx')
+    ranges = tool.export_onnx(
+        graph, onnx_file, EXPORT_SIZES[family], dynamic=True)
+    assert set(ranges) == {'batch', 'height', 'width'}
+    for axis in ('height', 'width'):
+        low, high = ranges[axis]
+        assert high is None and low <= 100
+
+    # Real logits: distinct per image and per class, so that a graph
+    # returning constants or mixing the batch cannot match.
+    with torch.no_grad():
+        logits = graph(torch.randn(2, 3, 100, 132))
+    assert logits.shape == (2, NUM_CLASSES)
+    assert logits.std(dim=1).min() > 1e-3
+    assert (logits[0] - logits[1]).abs().max() > 1e-3
+    results = tool.verify_onnx(onnx_file, graph, CLASSIFIER_CHECKS)
+    assert_checks_pass(results, CLASSIFIER_CHECKS)
+
+    # The default output: the softmax of those logits.
+    scores = tool.ClassifierGraph(model)(torch.randn(2, 3, 96, 96))
+    assert torch.allclose(scores.sum(dim=1), torch.ones(2))
+
+
+def test_dynamic_export_of_a_single_window_stage(tool, tmp_path):
+    """torch.export takes a size that is 1 at its example as 1 for all
+    inputs: a graph traced where SVT's last stage is one 7x7 window failed
+    in ONNX Runtime with several windows (256x320)."""
+    backbone = dict(
+        type='mmtnt.SVT',
+        arch=dict(SVT_TINY, window_sizes=[7] * 4, depths=[2, 2, 2, 4]))
+    cfg = classifier_config('SVT')
+    cfg.model.backbone = backbone
+    torch.manual_seed(0)
+    graph = tool.export_graph(tool.build_model(cfg), logits=True)
+    onnx_file = str(tmp_path / 'svt.onnx')
+    tool.export_onnx(graph, onnx_file, (224, 224), dynamic=True)
+    checks = [(1, 224, 224), (3, 256, 320)]
+    assert_checks_pass(tool.verify_onnx(onnx_file, graph, checks), checks)
+
+
+def test_tool_on_demo_segmentor(tool, tmp_path):
+    """The command line with a checkpoint, then more sizes in-process."""
+    cfg = Config.fromfile(SEG_CONFIG)
+    torch.manual_seed(0)
+    model = tool.build_model(cfg)
+    checkpoint = tmp_path / 'upernet.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    onnx_file = tmp_path / 'upernet.onnx'
+    args = [
+        'tools/deployment/pytorch2onnx.py', SEG_CONFIG,
+        str(checkpoint), '--output-file',
+        str(onnx_file), '--shape', '128', '128', '--dynamic-export',
+        '--verify', '--verify-shape', '96', '160'
+    ]
+    result, _ = run_tool(args, timeout=300)
+    assert result.returncode == 0, describe(result)
+    out = result.stdout
+    assert "output 'seg_logits'" in out
+    assert 'mean=[123.675, 116.28, 103.53]' in out
+    assert 'Verify (1, 3, 128, 128)' in out
+    assert 'Verify (2, 3, 96, 160)' in out
+    assert out.count(': OK') == 2 and 'FAILED' not in out
+
+    # The graph of the loaded weights: logits at the input resolution.
+    graph = tool.export_graph(model)
+    checks = [(2, 160, 128), (1, 100, 130)]
+    results = tool.verify_onnx(str(onnx_file), graph, checks, seed=1)
+    assert_checks_pass(results, checks)
+    with torch.no_grad():
+        seg_logits = graph(torch.randn(1, 3, 100, 130))
+    assert seg_logits.shape == (1, 5, 100, 130)
+    assert seg_logits.std() > 1e-3
+
+
+def run_main(tool, argv):
+    """The tool's ``main``; return the message it exits with."""
+    with pytest.raises(SystemExit) as info:
+        tool.main(argv)
+    return str(info.value)
+
+
+def test_clear_errors(tool, tmp_path):
+    onnx_file = str(tmp_path / 'x.onnx')
+    message = run_main(tool, [
+        DET_CONFIG, '--output-file', onnx_file, '--shape', '128', '128'
+    ])
+    assert 'Detectors are not exported' in message
+    assert 'MMDeploy' in message
+
+    message = run_main(tool, [
+        SEG_CONFIG,
+        str(tmp_path / 'missing.pth'), '--output-file', onnx_file, '--shape',
+        '128', '128'
+    ])
+    assert 'missing.pth not found' in message
+
+    config = tmp_path / 'pcpvt_tiny.py'
+    config.write_text(classifier_config('PCPVT').pretty_text)
+    message = run_main(
+        tool, [str(config), '--output-file', onnx_file, '--shape', '8', '64'])
+    assert 'cannot take a 8x64 input' in message
+    assert 'too small' in message
+
+
+def test_adaptive_pooling_matches_pytorch(tool):
+    for size, out in [((13, 7), (3, 2)), ((6, 6), 6), ((5, 9), (None, 4)),
+                      ((32, 20), (6, 6))]:
+        x = torch.randn(2, 4, *size)
+        expected = nn.AdaptiveAvgPool2d(out)(x)
+        actual = tool.AdaptiveAvgPool2dGraph(out)(x)
+        assert actual.shape == expected.shape
+        assert torch.allclose(actual, expected, atol=1e-6)
+
+    module = nn.Sequential(nn.AdaptiveAvgPool2d(3), nn.AdaptiveAvgPool2d(1))
+    with tool.export_friendly(module):
+        assert isinstance(module[0], tool.AdaptiveAvgPool2dGraph)
+        assert isinstance(module[1], nn.AdaptiveAvgPool2d)
+    assert isinstance(module[0], nn.AdaptiveAvgPool2d)
+
+
+def test_relative_difference(tool):
+    import numpy as np
+    assert tool.relative_difference(np.ones(3), np.ones(3)) == 0
+    assert tool.relative_difference(np.array([1., 3.]),
+                                    np.array([1., 4.])) == 0.25
+    with pytest.raises(ValueError, match='shape'):
+        tool.relative_difference(np.ones(3), np.ones(4))
+    assert tool.second_shape(224, 224) == (287, 339)
+    assert tool.dynamic_trace_shape((224, 640)) == (512, 640)
