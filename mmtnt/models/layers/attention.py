@@ -31,13 +31,15 @@ def split_heads(x, num_parts, num_heads):
 def merge_heads(x):
     """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d).
 
-    Several heads are copied explicitly: a graph exported by
-    ``torch.export`` that reshaped the attention's output instead would
-    depend on the memory layout its kernel returned, which the ONNX
-    exporter's decompositions do not reproduce. One head is a view in any
-    layout."""
+    While ``torch.export`` traces the model (ONNX export), several heads are
+    copied explicitly: the traced attention output has the memory layout
+    of a kernel that returns (B, N, heads, d), so the flatten would be
+    recorded as a view, and the ONNX exporter's decomposition of the
+    attention does not keep that layout (without the copy, PyramidTNT's
+    exported graph disagrees with PyTorch). Eager runs flatten as they
+    always did: a view where the kernel's layout allows it, else a copy."""
     x = x.transpose(1, 2)
-    if x.shape[2] > 1:
+    if torch.compiler.is_exporting() and x.shape[2] > 1:
         x = x.clone(memory_format=torch.contiguous_format)
     return x.flatten(2)
 
