@@ -3,8 +3,9 @@
 # AdamW lr 6e-5, weight decay 0.01 (none on norms and position terms), 1500
 # iterations of linear warm-up then linear decay to 0, drop-path 0.2, and 32
 # images per iteration (8 GPUs x 4): the released log
-# (logs/upernet_pcpvt_s.txt) has 632 iterations per ADE20K epoch (20,210 images), as the official
-# config's base (samples_per_gpu=4) gives, and so does mmseg's config. The
+# (logs/upernet_pcpvt_s.txt) has 632 iterations per ADE20K epoch (20,210
+# images), as the official config's base (samples_per_gpu=4) gives, and so
+# does mmseg's config. The
 # other Twins UperNets' logs have 1,264 (16 images), whatever the README's
 # "global batch of 16" says of this one.
 # mIoU single/multi-scale, official Twins README: 46.2/47.5; mmseg 1.x

@@ -8,7 +8,8 @@ from any folder given with ``--src`` that holds them (gzipped or not).
 Usage::
 
     python tools/dataset_converters/prepare_fashion_mnist.py [OUT_DIR]
-    python tools/dataset_converters/prepare_fashion_mnist.py --src DIR [OUT_DIR]
+    python tools/dataset_converters/prepare_fashion_mnist.py \
+        --src DIR [OUT_DIR]
 
 ``OUT_DIR`` defaults to ``data/fashion_mnist``. It then holds the un-gzipped
 files mmpretrain expects (``train-images-idx3-ubyte``, ...). Running the
