@@ -1,6 +1,6 @@
 # Semantic FPN with Twins-SVT-S on ADE20K, 512x512 crops, 80k iterations: the
 # PVT recipe that Twins follows: AdamW lr 1e-4, weight decay 1e-4, poly decay
-# (power 0.9) to 0, 16 images per iteration (8 GPUs x 2), drop-path 0.2.
+# (power 0.9) to 1e-6, 16 images per iteration (8 GPUs x 2), drop-path 0.2.
 # mIoU, mmseg 1.x reproduction (8 GPUs x 4 images, constant LR): 44.47.
 _base_ = [
     '../_base_/models/fpn_twins-svt-s.py',
