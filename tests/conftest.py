@@ -41,6 +41,15 @@ def demo_scenes(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def short_runs(tmp_path_factory):
+    """The demos' short training runs, each trained once per session: the
+    test that checks a demo learns and those that predict with it share
+    the run."""
+    from demo_runs import ShortRuns
+    return ShortRuns(tmp_path_factory.mktemp('short_runs'))
+
+
+@pytest.fixture(scope='session')
 def fashion_mnist():
     """data/fashion_mnist, prepared from the Debian package if needed."""
     from demo_runs import ROOT, load_tool_module

@@ -5,6 +5,8 @@ import os.path as osp
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -60,3 +62,105 @@ def data_options(config, scenes):
         f'{split}_dataloader.dataset.data_root={root}/'
         for split in ('train', 'val', 'test')
     ] + [f'{split}_evaluator.ann_file={ann_file}' for split in ('val', 'test')]
+
+
+# The short runs of the demos, which the demo tests check learn and the
+# image demo tests predict with: a few hundred iterations each, one to
+# three minutes on 2 CPU cores. The detectors train the first epochs of
+# their schedules (still at a high learning rate: a cosine squeezed into
+# them decays too early for Mask R-CNN, whose RPN has to learn first);
+# UperNet gets its whole schedule squeezed into its iterations, and the
+# Fashion-MNIST TNT its whole schedule into one epoch of 19,200 images.
+SHORT_EPOCHS_RETINANET = 10  # of 30
+SHORT_EPOCHS_MASK_RCNN = 8  # of 20
+SHORT_ITERS_UPERNET = 500  # of 2000
+SHORT_TRAIN_IMAGES_FASHION_MNIST = 19200
+SHORT_TEST_IMAGES_FASHION_MNIST = 2000
+
+
+def short_epochs(epochs):
+    """Options that stop a detection demo after its first ``epochs`` (no
+    validation: tools/test.py evaluates)."""
+    return [
+        f'train_cfg.max_epochs={epochs}',
+        f'train_cfg.val_interval={epochs + 1}',
+        f'default_hooks.checkpoint.interval={epochs}'
+    ]
+
+
+def short_iters(iters):
+    """Options that squeeze a segmentation demo's schedule into
+    ``iters`` iterations (no validation)."""
+    return [
+        f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters + 1}',
+        f'param_scheduler.1.end={iters}',
+        f'default_hooks.checkpoint.interval={iters}'
+    ]
+
+
+def short_fashion_mnist_run():
+    """Options of the Fashion-MNIST demo's short run: one epoch of
+    ``SHORT_TRAIN_IMAGES_FASHION_MNIST`` images (no validation: tools/test.py
+    evaluates ``SHORT_TEST_IMAGES_FASHION_MNIST``)."""
+    return [
+        f'train_dataloader.dataset.indices={SHORT_TRAIN_IMAGES_FASHION_MNIST}',
+        'train_cfg.max_epochs=1', 'train_cfg.val_interval=2',
+        # the whole schedule (warm-up, then cosine) squeezed into one epoch
+        'param_scheduler.0.end=0.2', 'param_scheduler.1.begin=0.2',
+        'param_scheduler.1.end=1', 'param_scheduler.1.T_max=0.8',
+        'default_hooks.logger.interval=20',
+        'default_hooks.checkpoint.save_best=None'
+    ]
+
+
+class ShortRun(NamedTuple):
+    """A finished training run of :class:`ShortRuns`."""
+    work_dir: Path
+    checkpoint: str
+    seconds: float
+
+
+class ShortRuns:
+    """Training runs through ``tools/train.py``, each run once.
+
+    The test session keeps one (the ``short_runs`` fixture), so that a
+    demo trained for the test that checks it learns also serves the tests
+    that predict with it.
+
+    Args:
+        root (pathlib.Path): The folder that holds the runs' work
+            directories.
+
+    Examples:
+        >>> runs = ShortRuns(tmp_path)
+        >>> run = runs.train(config, ['train_cfg.max_epochs=1'])
+        >>> run.checkpoint, run.seconds
+    """
+
+    def __init__(self, root):
+        self.root = root
+        self._runs = {}
+
+    def train(self, config, options):
+        """Train ``config`` with ``--cfg-options`` ``options``, unless that
+        run has been made already.
+
+        Returns:
+            ShortRun: Its work directory, last checkpoint and training time
+            in seconds.
+        """
+        key = (config, tuple(options))
+        if key not in self._runs:
+            work_dir = self.root / f'run{len(self._runs)}'
+            train, seconds = run_tool([
+                'tools/train.py', config, '--work-dir',
+                str(work_dir), '--cfg-options', *options
+            ],
+                                      timeout=600)
+            assert train.returncode == 0, describe(train)
+            last = work_dir / 'last_checkpoint'
+            assert last.is_file(), f'no last_checkpoint in {work_dir}'
+            checkpoint = last.read_text().strip()
+            assert osp.isfile(checkpoint), checkpoint
+            self._runs[key] = ShortRun(work_dir, checkpoint, seconds)
+        return self._runs[key]

@@ -13,55 +13,36 @@ import os.path as osp
 import re
 
 import pytest
-from demo_runs import ROOT, describe, run_tool
+from demo_runs import (ROOT, SHORT_TEST_IMAGES_FASHION_MNIST,
+                       SHORT_TRAIN_IMAGES_FASHION_MNIST, describe, run_tool,
+                       short_fashion_mnist_run)
 
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 TNT_CONFIG = 'configs/tnt/tnt-s-p16_16xb64_in1k.py'
 
-# The shortened demo: 19,200 training images seen once (150 iterations of
-# 128), tested on the first 2,000 test images. Chance is 10%.
-SHORT_TRAIN_IMAGES = 19200
-SHORT_TEST_IMAGES = 2000
+# The shortened demo (``demo_runs.short_fashion_mnist_run``): 19,200
+# training images seen once (150 iterations of 128), tested on the first
+# 2,000 test images. Chance is 10%.
 MIN_SHORT_TOP1 = 50.0
 
 
-def test_demo_short_run_learns(fashion_mnist, tmp_path):
+def test_demo_short_run_learns(fashion_mnist, short_runs, tmp_path):
     """Train the demo TNT briefly and test it with the command-line tools."""
-    work_dir = str(tmp_path / 'demo')
-    train_iters = SHORT_TRAIN_IMAGES // 128
-    train, train_time = run_tool([
-        'tools/train.py', DEMO_CONFIG, '--work-dir', work_dir,
-        '--cfg-options',
-        f'train_dataloader.dataset.indices={SHORT_TRAIN_IMAGES}',
-        f'val_dataloader.dataset.indices={SHORT_TEST_IMAGES}',
-        'train_cfg.max_epochs=1', 'train_cfg.val_interval=1',
-        # the whole schedule (warm-up, then cosine) squeezed into one epoch
-        'param_scheduler.0.end=0.2', 'param_scheduler.1.begin=0.2',
-        'param_scheduler.1.end=1', 'param_scheduler.1.T_max=0.8',
-        'default_hooks.logger.interval=20',
-        'default_hooks.checkpoint.save_best=None'
-    ],
-                                 timeout=600)
-    assert train.returncode == 0, describe(train)
-
-    last = osp.join(work_dir, 'last_checkpoint')
-    assert osp.isfile(last), f'no last_checkpoint in {work_dir}'
-    with open(last) as f:
-        checkpoint = f.read().strip()
-    assert osp.isfile(checkpoint), checkpoint
-
+    run = short_runs.train(DEMO_CONFIG, short_fashion_mnist_run())
     test, test_time = run_tool([
-        'tools/test.py', DEMO_CONFIG, checkpoint, '--work-dir', work_dir,
-        '--cfg-options', f'test_dataloader.dataset.indices={SHORT_TEST_IMAGES}'
+        'tools/test.py', DEMO_CONFIG, run.checkpoint, '--work-dir',
+        str(tmp_path), '--cfg-options',
+        f'test_dataloader.dataset.indices={SHORT_TEST_IMAGES_FASHION_MNIST}'
     ],
                                timeout=300)
     assert test.returncode == 0, describe(test)
     found = re.findall(r'accuracy/top1: ([0-9.]+)', test.stdout + test.stderr)
     assert found, describe(test)
     top1 = float(found[-1])
-    print(f'short demo: {train_iters} iterations, train {train_time:.0f} s, '
+    train_iters = SHORT_TRAIN_IMAGES_FASHION_MNIST // 128
+    print(f'short demo: {train_iters} iterations, train {run.seconds:.0f} s, '
           f'test {test_time:.0f} s, top-1 {top1:.2f}% on '
-          f'{SHORT_TEST_IMAGES} test images')
+          f'{SHORT_TEST_IMAGES_FASHION_MNIST} test images')
     assert top1 >= MIN_SHORT_TOP1, (
         f'top-1 {top1:.2f}% < {MIN_SHORT_TOP1}% after {train_iters} '
         f'iterations\n' + describe(test))

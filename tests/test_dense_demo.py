@@ -8,12 +8,15 @@ tested the same way after one training iteration with a learning rate of
 0 (the weights stay as initialised).
 
 The tools run as a user runs them: subprocesses of the interpreter running
-the tests, from the repository root.
+the tests, from the repository root. The short runs are the session's
+(``short_runs``): the image demo tests predict with the same models.
 """
 import re
 
 import pytest
-from demo_runs import data_options, describe, run_tool
+from demo_runs import (SHORT_EPOCHS_MASK_RCNN, SHORT_EPOCHS_RETINANET,
+                       SHORT_ITERS_UPERNET, data_options, describe, run_tool,
+                       short_epochs, short_iters)
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
@@ -26,34 +29,15 @@ UPERNETS = {
     '128x128.py',
 }
 
-# The shortened runs and how far above the untrained model each must end:
-# a few hundred iterations each, one to three minutes on 2 CPU cores. The
-# detectors train the first epochs of their schedules (still at a high
-# learning rate: a cosine squeezed into them decays too early for Mask
-# R-CNN, whose RPN has to learn first); UperNet gets its whole schedule
-# squeezed into its iterations.
-SHORT_EPOCHS_RETINANET = 10  # of 30
-SHORT_EPOCHS_MASK_RCNN = 8  # of 20
-SHORT_ITERS_UPERNET = 500  # of 2000
+# How far above the untrained model each short run (``demo_runs``) must end.
 MARGIN_AP50 = 0.2  # COCO bbox AP at IoU 0.5, 0..1
 MARGIN_MIOU = 10.0  # mmseg's mIoU, in percent
 
 
-def train_and_test(config, scenes, work_dir, train_options, pattern):
-    """Train ``config`` with extra options, test its last checkpoint.
-
-    Returns:
-        tuple: The metric that ``pattern`` finds in the test output, the
-        training and the testing time in seconds.
-    """
+def evaluate(config, scenes, checkpoint, work_dir, pattern):
+    """``tools/test.py`` on ``checkpoint``; the metric ``pattern`` finds
+    in its output and the testing time in seconds."""
     data = data_options(config, scenes)
-    train, train_time = run_tool(
-        ['tools/train.py', config, '--work-dir',
-         str(work_dir), '--cfg-options', *data, *train_options],
-        timeout=600)
-    assert train.returncode == 0, describe(train)
-    with open(work_dir / 'last_checkpoint') as f:
-        checkpoint = f.read().strip()
     test, test_time = run_tool([
         'tools/test.py', config, checkpoint, '--work-dir',
         str(work_dir), '--cfg-options', *data
@@ -64,9 +48,9 @@ def train_and_test(config, scenes, work_dir, train_options, pattern):
     found = re.findall(pattern, output)
     if not found and 'results of the whole dataset is empty' in output:
         # mmdet's CocoMetric: no detection above the score threshold
-        return 0.0, train_time, test_time
+        return 0.0, test_time
     assert found, describe(test)
-    return float(found[-1]), train_time, test_time
+    return float(found[-1]), test_time
 
 
 def untrained_options(by_epoch):
@@ -86,36 +70,29 @@ def untrained_options(by_epoch):
     ]
 
 
-def short_epochs(epochs):
-    """Options that stop a detection demo after its first ``epochs`` (no
-    validation: tools/test.py evaluates)."""
-    return [
-        f'train_cfg.max_epochs={epochs}',
-        f'train_cfg.val_interval={epochs + 1}',
-        f'default_hooks.checkpoint.interval={epochs}'
-    ]
-
-
-def check_learns(config, scenes, tmp_path, short_options, by_epoch, pattern,
-                 margin, name):
+def check_learns(config, scenes, short_runs, tmp_path, short_options,
+                 by_epoch, pattern, margin, name):
     """Test ``config`` untrained and shortly trained; assert the margin."""
-    before, _, _ = train_and_test(config, scenes, tmp_path / 'untrained',
-                                  untrained_options(by_epoch), pattern)
-    after, train_time, test_time = train_and_test(config, scenes,
-                                                  tmp_path / 'short',
-                                                  short_options, pattern)
+    data = data_options(config, scenes)
+    untrained = short_runs.train(config, data + untrained_options(by_epoch))
+    before, _ = evaluate(config, scenes, untrained.checkpoint,
+                         tmp_path / 'untrained', pattern)
+    short = short_runs.train(config, data + short_options)
+    after, test_time = evaluate(config, scenes, short.checkpoint,
+                                tmp_path / 'short', pattern)
     print(f'{name}: untrained {before:.3f}, after the short run {after:.3f} '
-          f'(train {train_time:.0f} s, test {test_time:.0f} s)')
+          f'(train {short.seconds:.0f} s, test {test_time:.0f} s)')
     assert after >= before + margin, (
         f'{name} went from {before:.3f} untrained to only {after:.3f}; '
         f'{margin} more was expected')
 
 
 @pytest.mark.slow
-def test_retinanet_demo_learns(demo_scenes, tmp_path):
+def test_retinanet_demo_learns(demo_scenes, short_runs, tmp_path):
     check_learns(
         RETINANET,
         demo_scenes,
+        short_runs,
         tmp_path,
         short_epochs(SHORT_EPOCHS_RETINANET),
         by_epoch=True,
@@ -125,10 +102,11 @@ def test_retinanet_demo_learns(demo_scenes, tmp_path):
 
 
 @pytest.mark.slow
-def test_mask_rcnn_demo_learns(demo_scenes, tmp_path):
+def test_mask_rcnn_demo_learns(demo_scenes, short_runs, tmp_path):
     check_learns(
         MASK_RCNN,
         demo_scenes,
+        short_runs,
         tmp_path,
         short_epochs(SHORT_EPOCHS_MASK_RCNN),
         by_epoch=True,
@@ -139,17 +117,13 @@ def test_mask_rcnn_demo_learns(demo_scenes, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('backbone', list(UPERNETS))
-def test_upernet_demo_learns(backbone, demo_scenes, tmp_path):
-    iters = SHORT_ITERS_UPERNET
+def test_upernet_demo_learns(backbone, demo_scenes, short_runs, tmp_path):
     check_learns(
         UPERNETS[backbone],
         demo_scenes,
-        tmp_path, [
-            f'train_cfg.max_iters={iters}',
-            f'train_cfg.val_interval={iters + 1}',
-            f'param_scheduler.1.end={iters}',
-            f'default_hooks.checkpoint.interval={iters}'
-        ],
+        short_runs,
+        tmp_path,
+        short_iters(SHORT_ITERS_UPERNET),
         by_epoch=False,
         pattern=r'mIoU: ([0-9.]+)',
         margin=MARGIN_MIOU,
