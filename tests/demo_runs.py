@@ -116,9 +116,29 @@ def short_fashion_mnist_run():
     ]
 
 
+def train_tool(config, work_dir, options, timeout=600):
+    """Run ``tools/train.py config --work-dir work_dir --cfg-options
+    options`` and assert it finished with a last checkpoint.
+
+    Returns:
+        tuple: The finished process, the last checkpoint's path and the
+        training time in seconds.
+    """
+    train, seconds = run_tool([
+        'tools/train.py', config, '--work-dir',
+        str(work_dir), '--cfg-options', *options
+    ],
+                              timeout=timeout)
+    assert train.returncode == 0, describe(train)
+    last = Path(work_dir) / 'last_checkpoint'
+    assert last.is_file(), f'no last_checkpoint in {work_dir}'
+    checkpoint = last.read_text().strip()
+    assert osp.isfile(checkpoint), checkpoint
+    return train, checkpoint, seconds
+
+
 class ShortRun(NamedTuple):
     """A finished training run of :class:`ShortRuns`."""
-    work_dir: Path
     checkpoint: str
     seconds: float
 
@@ -149,21 +169,11 @@ class ShortRuns:
         run has been made already.
 
         Returns:
-            ShortRun: Its work directory, last checkpoint and training time
-            in seconds.
+            ShortRun: Its last checkpoint and training time in seconds.
         """
         key = (config, tuple(options))
         if key not in self._runs:
             work_dir = self.root / f'run{len(self._runs)}'
-            train, seconds = run_tool([
-                'tools/train.py', config, '--work-dir',
-                str(work_dir), '--cfg-options', *options
-            ],
-                                      timeout=600)
-            assert train.returncode == 0, describe(train)
-            last = work_dir / 'last_checkpoint'
-            assert last.is_file(), f'no last_checkpoint in {work_dir}'
-            checkpoint = last.read_text().strip()
-            assert osp.isfile(checkpoint), checkpoint
-            self._runs[key] = ShortRun(work_dir, checkpoint, seconds)
+            _, checkpoint, seconds = train_tool(config, work_dir, options)
+            self._runs[key] = ShortRun(checkpoint, seconds)
         return self._runs[key]

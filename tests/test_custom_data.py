@@ -28,7 +28,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from demo_runs import ROOT, describe, load_tool_module, run_tool
+from demo_runs import ROOT, describe, load_tool_module, run_tool, train_tool
 from mmengine.config import Config
 from PIL import Image
 from tiny_backbones import PYRAMID_TNT_TINY, SVT_TINY, TNT_TINY, TWINS_TINY
@@ -74,12 +74,8 @@ def write_tiny_config(path, recipe, model):
 
 def train(config, work_dir, options):
     """Run tools/train.py; return the last checkpoint and the output."""
-    args = ['tools/train.py', config, '--work-dir', str(work_dir)]
-    result, seconds = run_tool(
-        args + ['--cfg-options', *COMMON_OPTIONS, *options], timeout=300)
-    assert result.returncode == 0, describe(result)
-    with open(work_dir / 'last_checkpoint') as f:
-        path = f.read().strip()
+    result, path, seconds = train_tool(
+        config, work_dir, [*COMMON_OPTIONS, *options], timeout=300)
     print(f'{osp.basename(work_dir.parent)}: {seconds:.1f} s')
     checkpoint = torch.load(path, map_location='cpu', weights_only=False)
     return checkpoint, result.stdout + result.stderr
