@@ -87,7 +87,7 @@ if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1 && [ ! -d "$ROOT/data/fashion
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist
     else
         log "Fashion-MNIST not found: install the Debian package dataset-fashion-mnist" \
-            "or see docs/get_started.md to place the files under data/fashion_mnist"
+            "or see docs/datasets.md (Fashion-MNIST) to place the files under data/fashion_mnist"
     fi
 fi
 
