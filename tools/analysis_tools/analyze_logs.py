@@ -13,6 +13,10 @@ Examples::
     python tools/analysis_tools/analyze_logs.py plot_curve \\
         work_dirs/tnt-demo_1xb128_fashion-mnist \\
         --keys loss lr accuracy/top1 --out curves.png
+    # a key logged in training and validation gets a panel for each:
+    # 'time (train)' by iteration, 'time (val)' by epoch
+    python tools/analysis_tools/analyze_logs.py plot_curve RUN_A \\
+        --keys time --out time.png
     # two runs in one plot
     python tools/analysis_tools/analyze_logs.py plot_curve RUN_A RUN_B \\
         --keys mIoU --legend fp32 amp --out miou.png
@@ -23,6 +27,9 @@ import glob
 import json
 import os.path as osp
 import statistics
+
+# The two kinds of records, in the order load_scalars returns them.
+SPLITS = ('train', 'val')
 
 
 def find_scalars(log):
@@ -76,49 +83,107 @@ def curve(records, key):
     return [x for x, _ in points], [y for _, y in points]
 
 
-def x_label(train, val, key):
-    """What the x axis of ``key`` counts: iterations for training keys;
-    epochs or iterations for validation keys, as the run validated."""
-    if not any(key in record for record in val):
+def panels(runs, keys):
+    """The panels to draw: one per key and split that logs it.
+
+    A key that training and validation records both log (``time``,
+    ``data_time``) measures different things in each, counted along
+    different x axes (iterations, epochs): it gets a panel per split.
+
+    Args:
+        runs (list[tuple[list[dict], list[dict]]]): The training and
+            validation records of each run (:func:`load_scalars`).
+        keys (list[str]): The keys to draw.
+
+    Returns:
+        list[tuple[str, str, int]]: The title, key and split (0 training,
+        1 validation) of each panel, e.g. ``('time (train)', 'time', 0)``
+        and ``('time (val)', 'time', 1)``, or ``('loss', 'loss', 0)``.
+
+    Raises:
+        SystemExit: When no run logs a key.
+    """
+    found = []
+    for key in keys:
+        splits = [
+            split for split in range(len(SPLITS))
+            if any(key in record for run in runs for record in run[split])
+        ]
+        if not splits:
+            logged = sorted({k for run in runs for records in run
+                             for record in records for k in record} -
+                            {'step', 'iter', 'epoch'})
+            raise SystemExit(f'No log holds {key!r}; keys found: {logged}.')
+        for split in splits:
+            title = f'{key} ({SPLITS[split]})' if len(splits) > 1 else key
+            found.append((title, key, split))
+    return found
+
+
+def x_label(train, split):
+    """What the x axis of a split counts: iterations for training records;
+    epochs or iterations for validation records, as the run validated."""
+    if split == 0:
         return 'iteration'
     return 'epoch' if any('epoch' in record for record in train) else \
         'iteration'
 
 
-def plot_curve(args):
-    """Draw one panel per key, one line per run, and save the figure."""
+def draw_curves(runs, legend, keys, title=None):
+    """Draw one panel per key and split (:func:`panels`), one line per run.
+
+    Args:
+        runs (list[tuple[list[dict], list[dict]]]): The training and
+            validation records of each run (:func:`load_scalars`).
+        legend (list[str]): A name per run.
+        keys (list[str]): The keys to draw.
+        title (str, optional): The figure title.
+
+    Returns:
+        matplotlib.figure.Figure: The figure, drawn with the Agg backend.
+
+    Examples:
+        >>> fig = draw_curves([load_scalars('scalars.json')], ['run'],
+        ...                   ['loss', 'time'])
+        >>> [ax.get_title() for ax in fig.axes]
+        ['loss', 'time (train)', 'time (val)']
+    """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
+    drawn = panels(runs, keys)
+    fig, axes = plt.subplots(
+        len(drawn), 1, figsize=(8, 3 * len(drawn)), squeeze=False)
+    for ax, (name, key, split) in zip(axes[:, 0], drawn):
+        labels = set()
+        for run, run_name in zip(runs, legend):
+            xs, ys = curve(run[split], key)
+            if xs:
+                # Validations are few: mark each one.
+                ax.plot(xs, ys, label=run_name,
+                        marker='o' if len(xs) < 30 else None)
+                labels.add(x_label(run[0], split))
+        ax.set_title(name)
+        ax.set_xlabel(' / '.join(sorted(labels)))
+        ax.legend()
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_curve(args):
+    """Draw the curves of ``args.keys`` (:func:`draw_curves`) and save the
+    figure."""
     runs = [load_scalars(find_scalars(log)) for log in args.logs]
     legend = args.legend or [osp.basename(osp.normpath(log))
                              for log in args.logs]
     if len(legend) != len(args.logs):
         raise SystemExit(f'--legend needs one name per log: {len(args.logs)}'
                          f' logs, {len(legend)} names.')
-    fig, axes = plt.subplots(
-        len(args.keys), 1, figsize=(8, 3 * len(args.keys)), squeeze=False)
-    for ax, key in zip(axes[:, 0], args.keys):
-        labels = set()
-        for (train, val), name in zip(runs, legend):
-            xs, ys = curve(train + val, key)
-            if xs:
-                # Validations are few: mark each one.
-                ax.plot(xs, ys, label=name, marker='o' if len(xs) < 30 else
-                        None)
-                labels.add(x_label(train, val, key))
-        if not labels:
-            keys = sorted({k for train, val in runs for r in train + val
-                           for k in r} - {'step', 'iter', 'epoch'})
-            raise SystemExit(f'No log holds {key!r}; keys found: {keys}.')
-        ax.set_title(key)
-        ax.set_xlabel(' / '.join(sorted(labels)))
-        ax.legend()
-        ax.grid(alpha=0.3)
-    if args.title:
-        fig.suptitle(args.title)
-    fig.tight_layout()
+    fig = draw_curves(runs, legend, args.keys, args.title)
     fig.savefig(args.out, dpi=100)
     print(f'saved {args.out}')
 
