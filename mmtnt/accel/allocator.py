@@ -5,8 +5,10 @@ By default glibc gives freed memory back to the kernel: blocks above a size
 each allocation and unmapped when freed, and the top of the heap is trimmed
 when more than twice that is free. A training step frees its activations in
 the backward pass and allocates them again in the next forward pass, so the
-kernel maps and zero-fills hundreds of MiB of fresh pages every step, which
-is costly in a virtual machine (measured in docs/benchmarks.md).
+kernel maps and zero-fills fresh pages for all of them every step; page
+faults are costly, more so in a virtual machine (docs/benchmarks.md, "Where
+the accelerator's thresholds come from", gives what they cost on the
+project's machine).
 
 :func:`keep_freed_memory` makes ``malloc`` keep freed memory for reuse (what
 allocators such as jemalloc or tcmalloc do, without preloading one);

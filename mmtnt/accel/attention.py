@@ -1,12 +1,15 @@
 """Attention on the CPU: explicit products where PyTorch's fused kernel is
 slower.
 
-On the CPU, :func:`torch.nn.functional.scaled_dot_product_attention` is
-slower than two matrix products and a softmax for bfloat16 and float16
-inputs, for float32 sequences of a few keys (TNT's inner attention, the
-windows and sub-sampled keys of Twins and PyramidTNT) in training, and with
-a float bias on the logits (PyramidTNT); see docs/benchmarks.md. Those cases
-are computed explicitly; everywhere else the fused kernel runs.
+On the CPU, :func:`scaled_dot_product_attention` computes two matrix
+products and a softmax instead of
+:func:`torch.nn.functional.scaled_dot_product_attention` for bfloat16 and
+float16 inputs, for float32 sequences of a few keys (TNT's inner attention,
+the windows and sub-sampled keys of Twins and PyramidTNT) in training or
+with few queries per key, and with a float bias on the logits (PyramidTNT);
+everywhere else the fused kernel runs. These routes and the thresholds
+below were chosen by timing both on one CPU: docs/benchmarks.md ("Where the
+accelerator's thresholds come from") says what was measured and where.
 """
 import torch
 import torch.nn.functional as F
@@ -15,7 +18,8 @@ from ..models.layers import (LocallyGroupedAttention, MultiheadAttention,
                              SpatialReductionAttention)
 from .tracing import is_traced
 
-#: Float32 sequences of at most this many keys are computed explicitly.
+#: Float32 sequences of at most this many keys are computed explicitly (in
+#: training, or with at most 4 queries per key).
 MAX_EXPLICIT_KEYS = 64
 #: Low-precision softmax over at most this many keys runs in float32.
 MAX_LOW_PRECISION_SOFTMAX_KEYS = 16
@@ -61,7 +65,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
             attn = attn.masked_fill(~attn_mask, float('-inf'))
     if (attn.dtype != torch.float32
             and key.shape[-2] <= MAX_LOW_PRECISION_SOFTMAX_KEYS):
-        # The CPU's low-precision softmax is slowest on short rows.
         attn = attn.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
     else:
         attn = attn.softmax(dim=-1)

@@ -12,13 +12,15 @@ When a hidden-width tensor would be larger than 32 MiB (PCPVT's first stage
 at batch 8, for instance), the rows are computed in chunks of about 2 MiB of
 hidden width. With its default settings glibc, PyTorch's CPU allocator,
 gives every block above 32 MiB (its largest dynamic mmap threshold) fresh
-pages from the kernel, which zero-fills them at every use; such an MLP spent
-more time in page faults than in its products
+pages from the kernel, which zero-fills them at every use, so that such an
+MLP page-faults its whole hidden tensor in again at every step
 (:func:`mmtnt.utils.keep_freed_memory` changes that for a whole process).
 Chunks are reused from the heap and stay in the cache between the two
-layers. Chunked values and gradients equal the plain layers' up to rounding
-(products over fewer rows, weight gradients summed over the chunks); below
-the threshold everything is one chunk, computed in the plain layers' order.
+layers. The chunk size was chosen by timing on one CPU (docs/benchmarks.md,
+"Where the accelerator's thresholds come from"). Chunked values and
+gradients equal the plain layers' up to rounding (products over fewer rows,
+weight gradients summed over the chunks); below the threshold everything is
+one chunk, computed in the plain layers' order.
 
 A pre-norm block's LayerNorm can run inside too: the MLP then keeps the
 norm's input instead of its output for the backward pass (where autograd

@@ -2,11 +2,12 @@
 
 PyTorch computes float32 matrix products on the CPU with its BLAS (MKL in
 the official wheels), which takes a narrower code path on CPUs of other
-vendors; oneDNN (PyTorch's ``mkldnn`` backend) does not (measured in
-docs/benchmarks.md). :func:`linear` runs a layer's forward product and the
-product that gives the input's gradient on oneDNN; the weight's gradient, a
-product over all tokens of two transposed operands, stays on the BLAS. The
-results are the same products up to float32 rounding.
+vendors; oneDNN (PyTorch's ``mkldnn`` backend) does not. :func:`linear`
+runs a layer's forward product and the product that gives the input's
+gradient on oneDNN; the weight's gradient, a product over all tokens of two
+transposed operands, stays on the BLAS. This split was chosen by timing
+both on one CPU (docs/benchmarks.md, "Where the accelerator's thresholds
+come from"). The results are the same products up to float32 rounding.
 
 Elsewhere (GPUs, other dtypes, autocast, tracers and compilers, builds
 without oneDNN) :func:`linear` is :func:`torch.nn.functional.linear`.

@@ -20,12 +20,11 @@ On the CPU mmtnt's backbone runs with the CPU accelerator
 ``--no-cpu-accel``; with ``--compare`` the plain backbone runs too, as
 ``mmtnt-plain``. Timings on the CPU run with ``malloc`` keeping freed
 memory for reuse (``mmtnt.accel.keep_freed_memory``, as ``tools/train.py``
-does): with
-glibc's default every train step page-faults its activations in afresh,
-which made the products of the forward pass up to 2-3x slower here for
-every implementation. ``--default-malloc`` measures without it. A run that
-measures memory gives freed memory back throughout, its timings included:
-time in a separate run.
+does): with glibc's default every train step page-faults its activations
+in afresh, for every implementation alike (docs/benchmarks.md gives what
+that cost on the project's machine). ``--default-malloc`` measures without
+it. A run that measures memory gives freed memory back throughout, its
+timings included: time in a separate run.
 
 With ``--compare``, the timm, mmpretrain and mmseg implementations of the
 variant run too (those installed). After warm-up runs the implementations
@@ -393,8 +392,7 @@ def matmul_peak(dtype, device, size=2048, repeats=10):
 
     On the CPU both of PyTorch's product routines count: ``torch.mm`` (the
     BLAS, MKL in the official wheels) and oneDNN's matmul, whichever is
-    faster on this machine (on AMD CPUs oneDNN, by about 1.3x for
-    float32).
+    faster on the machine that runs it.
 
     Args:
         dtype (torch.dtype): The element type.
