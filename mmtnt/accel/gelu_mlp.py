@@ -14,7 +14,7 @@ hidden width. With its default settings glibc, PyTorch's CPU allocator,
 gives every block above 32 MiB (its largest dynamic mmap threshold) fresh
 pages from the kernel, which zero-fills them at every use, so that such an
 MLP page-faults its whole hidden tensor in again at every step
-(:func:`mmtnt.utils.keep_freed_memory` changes that for a whole process).
+(:func:`mmtnt.accel.keep_freed_memory` changes that for a whole process).
 Chunks are reused from the heap and stay in the cache between the two
 layers. The chunk size was chosen by timing on one CPU (docs/benchmarks.md,
 "Where the accelerator's thresholds come from"). Chunked values and

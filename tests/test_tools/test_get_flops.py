@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.analysis import FlopAnalyzer
+from tiny_backbones import TINY_BACKBONES
 from tool_utils import BASE_CONFIG, REPO, TOOLS, run_tool
 
 TOOL = TOOLS / 'analysis_tools' / 'get_flops.py'
@@ -162,6 +163,22 @@ def test_tnt_counts_its_attention():
     outer = 2 * 17 * 17 * 32
     inner = 16 * 2 * 16 * 16 * 8
     assert result['attention_macs'] == 2 * (outer + inner)
+
+
+@pytest.mark.parametrize('family', sorted(TINY_BACKBONES))
+def test_all_attention_is_in_the_handle(family):
+    """``attention_macs`` counts one operator: an explicit product in a
+    backbone's trace would be attention left out of it."""
+    backbone = TINY_BACKBONES[family]().eval()
+    analyzer = get_flops.flop_analyzer(backbone, (torch.rand(1, 3, 64, 64), ))
+    by_operator = analyzer.by_operator()
+    assert by_operator.get(get_flops.ATTENTION_OP, 0) > 0, by_operator
+    products = {'matmul', 'bmm', 'baddbmm', 'einsum'}
+    traced = set(by_operator) | {
+        op.split('::')[-1]
+        for op in analyzer.unsupported_ops()
+    }
+    assert not products & traced, by_operator
 
 
 def test_dense_default_shapes():

@@ -65,10 +65,10 @@ TASK_NAMES = dict(
 DEFAULT_SHAPES = dict(
     mmdet=((800, 1280), 'the 1280x800 of mmdet\'s FLOPs figures'),
     mmseg=((512, 512), 'the ADE20K crop'))
-# Operators whose MACs are attention products in mmtnt's backbones:
-# F.scaled_dot_product_attention, and the explicit ``q @ k^T`` and
-# ``attn @ v`` of PyramidTNT's outer attention.
-ATTENTION_OPS = ('scaled_dot_product_attention', 'matmul', 'bmm')
+# The operator whose MACs are the attention products: every attention of
+# mmtnt's three families calls F.scaled_dot_product_attention
+# (mmtnt.models.layers.attention); none multiplies q and k explicitly.
+ATTENTION_OP = 'scaled_dot_product_attention'
 COUNTER = ('mmengine.analysis.FlopAnalyzer (torch.jit trace, fvcore rules; '
            '1 fused multiply-add = 1 FLOP, so the FLOPs are MACs)')
 SDPA_NOTE = ('attention matmuls: counted; aten::scaled_dot_product_attention '
@@ -357,7 +357,7 @@ def analyze(cfg, shape=None):
     return dict(
         params=params[''],
         macs=analyzer.total(),
-        attention_macs=sum(by_operator.get(op, 0) for op in ATTENTION_OPS),
+        attention_macs=by_operator.get(ATTENTION_OP, 0),
         skipped=analyzer.unsupported_ops(),
         parts=model_parts(model, analyzer, params),
         shape=tuple(shape),
