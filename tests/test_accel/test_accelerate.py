@@ -18,6 +18,7 @@ from tiny_backbones import TINY_BACKBONES
 import mmtnt
 from mmtnt.accel import CPU_VERSIONS, is_accelerated
 from mmtnt.accel.fusion import can_fuse
+from mmtnt.models.layers import TransformerBlock
 from mmtnt.registry import MODELS
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -103,12 +104,20 @@ def test_every_imagenet_arch_is_plain(config):
     with torch.device('meta'):
         model = MODELS.build(imagenet_backbones()[config])
     assert not is_accelerated(model)
-    assert all(
-        type(m) is nn.Linear for m in model.modules()
-        if isinstance(m, nn.Linear))
-    # Every plain layer has a CPU version, and only those get one.
-    plain_layers = {type(m) for m in model.modules()} & set(CPU_VERSIONS)
-    assert {nn.Linear, *CPU_VERSIONS} >= plain_layers
+    # The accelerator swaps by exact type: every layer of mmtnt's and every
+    # instance of a plain class (a subclass would stay plain) must be one
+    # of CPU_VERSIONS, and so must every transformer block's attention and
+    # MLP.
+    layers = {
+        type(m)
+        for m in model.modules() if isinstance(m, tuple(CPU_VERSIONS))
+        or type(m).__module__.startswith('mmtnt.models.layers')
+    }
+    assert layers <= set(CPU_VERSIONS), layers - set(CPU_VERSIONS)
+    blocks = [m for m in model.modules() if isinstance(m, TransformerBlock)]
+    assert blocks and all(
+        type(block.attn) in CPU_VERSIONS and type(block.mlp) in CPU_VERSIONS
+        for block in blocks)
 
 
 @pytest.mark.parametrize('name', list(FAMILIES))
@@ -116,11 +125,16 @@ def test_accelerated_model_keeps_parameters_and_state_dict(name):
     model = build(name)
     params = {n: p for n, p in model.named_parameters()}
     keys = list(model.state_dict())
+    plain_types = {n: type(m) for n, m in model.named_modules()}
     assert mmtnt.accelerate_for_cpu(model) is model
     assert is_accelerated(model)
     assert {n: p for n, p in model.named_parameters()} == params
     assert list(model.state_dict()) == keys
-    assert not any(type(m) in CPU_VERSIONS for m in model.modules())
+    # Every plain layer became its CPU version, and nothing else changed.
+    assert {n: type(m) for n, m in model.named_modules()} == {
+        n: CPU_VERSIONS.get(t, t)
+        for n, t in plain_types.items()
+    }
     for conv in (m for m in model.modules() if isinstance(m, nn.Conv2d)):
         assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     # Checkpoints go both ways.
