@@ -23,7 +23,9 @@ from mmengine.registry import METRICS, RUNNERS
 from mmengine.runner import Runner
 
 from mmtnt.accel import accelerate_runner
-from mmtnt.utils import (check_data_paths, register_checkpoint_safe_globals,
+from mmtnt.utils import (CheckpointFileError, check_checkpoint_file,
+                         check_data_paths, checkpoint_to_load,
+                         register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 TASKS = ('mmpretrain', 'mmdet', 'mmseg')
@@ -233,6 +235,10 @@ def main():
         check_data_paths(cfg, ('test_dataloader', ))
     except FileNotFoundError as error:
         raise SystemExit(f'Error: {error}')
+    try:
+        check_checkpoint_file(checkpoint_to_load(cfg))
+    except CheckpointFileError as error:
+        raise SystemExit(f'tools/test.py: {error}')
 
     dump_metric = None
     if args.out is not None and args.out_item == 'pred':

@@ -23,7 +23,9 @@ from mmengine.runner import Runner
 
 from mmtnt.accel import accelerate_runner
 from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
-from mmtnt.utils import (check_data_paths, register_checkpoint_safe_globals,
+from mmtnt.utils import (CheckpointFileError, check_checkpoint_file,
+                         check_data_paths, checkpoint_to_load,
+                         register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 
@@ -185,6 +187,10 @@ def main():
         check_data_paths(cfg, ('train_dataloader', 'val_dataloader'))
     except FileNotFoundError as error:
         raise SystemExit(f'Error: {error}')
+    try:
+        check_checkpoint_file(checkpoint_to_load(cfg))
+    except CheckpointFileError as error:
+        raise SystemExit(f'tools/train.py: {error}')
 
     setup_cpu_distributed(cfg)
     register_checkpoint_safe_globals()

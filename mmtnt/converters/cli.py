@@ -5,6 +5,7 @@ import os.path as osp
 import mmengine
 import torch
 
+from ..utils import CheckpointFileError, check_checkpoint_file
 from .common import load_checkpoint_file
 
 
@@ -32,6 +33,11 @@ def run_converter(convert,
     Returns:
         dict: The saved checkpoint.
 
+    Raises:
+        SystemExit: With one line that names ``SRC`` when it is missing,
+            truncated or no torch checkpoint
+            (:func:`mmtnt.utils.check_checkpoint_file`).
+
     Examples:
         >>> from mmtnt.converters import convert_twins
         >>> run_converter(convert_twins, 'Twins', lambda meta: '',
@@ -53,6 +59,10 @@ def run_converter(convert,
             help='of a detector or segmentor, keep only the backbone (as '
             'ImageNet weights are used: init_cfg or a backbone to fine-tune)')
     args = parser.parse_args(argv)
+    try:
+        check_checkpoint_file(args.src)
+    except CheckpointFileError as error:
+        raise SystemExit(f'{parser.prog}: {error}')
 
     kwargs = dict(backbone_only=args.backbone_only) if whole_models else {}
     checkpoint = convert(

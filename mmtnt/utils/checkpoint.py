@@ -10,8 +10,16 @@ allowlists exactly these, so that resuming works while ``weights_only``
 stays on. ``getattr`` itself is never allowlisted: the name ``getattr`` is
 bound to :func:`history_buffer_attribute`, which only returns those
 statistic functions.
+
+:func:`check_checkpoint_file` tells, before a tool loads a checkpoint,
+whether the file can be one at all (not truncated, not some other file),
+so that the tool can stop with one line instead of torch's traceback.
 """
+import io
+import os.path as osp
 import pickle
+import pickletools
+import zipfile
 
 import numpy as np
 import torch
@@ -85,3 +93,113 @@ def register_checkpoint_safe_globals():
     again is harmless.
     """
     torch.serialization.add_safe_globals(checkpoint_safe_globals())
+
+
+class CheckpointFileError(ValueError):
+    """A checkpoint file that is missing, truncated or not a checkpoint."""
+
+
+def _structure_problem(path):
+    """What makes the file ``path`` no torch checkpoint, or None.
+
+    Args:
+        path (str): An existing file.
+
+    Returns:
+        str | None: The problem, for :func:`check_checkpoint_file`.
+    """
+    if osp.getsize(path) == 0:
+        return 'it is empty'
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except zipfile.BadZipFile as error:
+            return f'a broken zip archive: {error}'
+        if not any(name.split('/')[-1] == 'data.pkl' for name in names):
+            return 'a zip archive without the data.pkl of torch.save'
+        return None
+    with open(path, 'rb') as f:
+        # The pickled magic number takes 15 (protocol 2, 3) or 24 bytes.
+        head = f.read(64)
+    if head.startswith(b'PK\x03\x04'):
+        return 'a zip archive, as torch.save writes, whose end is missing'
+    try:
+        first = [arg for _, arg, _ in pickletools.genops(io.BytesIO(head))]
+    except ValueError:
+        first = []
+    if torch.serialization.MAGIC_NUMBER not in first:
+        return ('neither a zip archive nor torch\'s legacy format: it begins '
+                f'with {head[:16]!r}')
+    return None
+
+
+def check_checkpoint_file(path):
+    """Raise a one-line error if ``path`` cannot be a torch checkpoint.
+
+    The file's structure is read, not its objects: a zip archive (what
+    ``torch.save`` writes) must have its central directory, which is at its
+    end, and hold ``data.pkl``; any other file must begin with the pickled
+    magic number of torch's legacy format (``torch.save(...,
+    _use_new_zipfile_serialization=False)``), whose opcodes are parsed
+    without being run. Tensor bytes are not read, so the check is quick at
+    any size and runs no pickled code; damage inside a file of the right
+    kind (a legacy file cut short, corrupt tensor bytes) is left to the
+    loader. A path with a scheme (``https://``, ...) is left to the loader
+    too.
+
+    Args:
+        path (str | None): A local checkpoint file, a URL, or None (nothing
+            to check).
+
+    Raises:
+        CheckpointFileError: ``cannot read checkpoint PATH: WHAT`` for a
+            file that is missing, unreadable, empty, truncated or of another
+            kind.
+
+    Examples:
+        >>> check_checkpoint_file('work_dirs/demo/epoch_4.pth')  # passes
+        >>> try:
+        ...     check_checkpoint_file('README.md')
+        ... except CheckpointFileError as error:
+        ...     print(error)
+        cannot read checkpoint README.md: the file is truncated or not a
+        PyTorch checkpoint (neither a zip archive nor torch's legacy format:
+        it begins with b'# mmtnt\\n\\nmmtnt i')
+    """
+    if path is None or '://' in str(path):
+        return
+    prefix = f'cannot read checkpoint {path}'
+    if not osp.isfile(path):
+        what = 'it is a directory' if osp.isdir(path) else 'no such file'
+        raise CheckpointFileError(f'{prefix}: {what}')
+    try:
+        problem = _structure_problem(path)
+    except OSError as error:
+        raise CheckpointFileError(f'{prefix}: {error.strerror}') from error
+    if problem is not None:
+        raise CheckpointFileError(
+            f'{prefix}: the file is truncated or not a PyTorch checkpoint '
+            f'({problem})')
+
+
+def checkpoint_to_load(cfg):
+    """The checkpoint that mmengine's runner will load for ``cfg``.
+
+    As :meth:`mmengine.runner.Runner.load_or_resume` decides: ``load_from``
+    (resumed from when ``resume`` is set), or with ``resume`` and no
+    ``load_from`` the latest checkpoint that ``work_dir/last_checkpoint``
+    names.
+
+    Args:
+        cfg (Config): The full config, ``work_dir`` set.
+
+    Returns:
+        str | None: The checkpoint, or None when the runner loads none.
+    """
+    if cfg.get('load_from') or not cfg.get('resume', False):
+        return cfg.get('load_from')
+    if not osp.isfile(osp.join(cfg.work_dir, 'last_checkpoint')):
+        return None
+    from mmengine.runner import find_latest_checkpoint
+    return find_latest_checkpoint(cfg.work_dir)
