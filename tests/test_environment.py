@@ -1,5 +1,8 @@
-"""The installed stack is the one mmtnt is built for, with mmcv's ops."""
+"""The installed stack is the one mmtnt is built for, with mmcv's ops, and
+the demo data the set-up installs."""
 import importlib
+import importlib.util
+import os.path as osp
 
 import pytest
 import torch
@@ -47,3 +50,32 @@ def test_pinned_versions():
         'mmdet': '3.3.0',
         'mmseg': '1.2.2',
     }
+
+
+def load_tests_conftest():
+    """``tests/conftest.py`` as a module, for its helpers."""
+    path = osp.join(osp.dirname(__file__), 'conftest.py')
+    spec = importlib.util.spec_from_file_location('tests_conftest', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize('ci, outcome', [('true', pytest.fail.Exception),
+                                         ('1', pytest.fail.Exception),
+                                         ('', pytest.skip.Exception),
+                                         ('false', pytest.skip.Exception)])
+def test_missing_fashion_mnist_fails_under_ci(monkeypatch, ci, outcome):
+    monkeypatch.setenv('CI', ci)
+    with pytest.raises(outcome) as info:
+        load_tests_conftest().fashion_mnist_missing('no idx files.')
+    message = str(info.value)
+    assert 'no idx files.' in message
+    assert 'dataset-fashion-mnist' in message
+    assert 'tools/setup_env.sh' in message
+
+
+def test_fashion_mnist_is_installed(fashion_mnist_source):
+    """Fails under CI, and is skipped elsewhere, without the Debian package's
+    files (the ``fashion_mnist_source`` fixture)."""
+    assert osp.isdir(fashion_mnist_source)
