@@ -128,3 +128,71 @@ def rename_keys(state_dict, rules):
             key = re.sub(pattern, replacement, key)
         renamed[key] = value
     return renamed
+
+
+def fuse_projections(state_dict, parts, skip_with=None):
+    """Concatenate an attention's separate input projections into ``qkv``.
+
+    Every attention (a module named ``attn``) that has the projections
+    ``parts`` gets one ``attn.qkv`` whose weight (and bias) is theirs
+    stacked along the output channels, in the order of ``parts``.
+
+    Args:
+        state_dict (dict[str, Tensor]): The weights.
+        parts (tuple[str]): The projections in their output order, e.g.
+            ``('q', 'kv')`` (Twins, PyramidTNT) or ``('qk', 'v')`` (TNT).
+        skip_with (str, optional): Keep the projections separate in the
+            attentions that have a module of this name (a spatial
+            reduction, e.g. ``'sr'``, makes keys and values read other
+            tokens than the queries). Defaults to None: fuse everywhere.
+
+    Returns:
+        dict[str, Tensor]: The weights with the fused projections in place
+        of the first part, the other parts dropped.
+
+    Examples:
+        >>> import torch
+        >>> fused = fuse_projections({
+        ...     'blocks.0.attn.q.weight': torch.zeros(2, 2),
+        ...     'blocks.0.attn.kv.weight': torch.zeros(4, 2)}, ('q', 'kv'))
+        >>> {k: tuple(v.shape) for k, v in fused.items()}
+        {'blocks.0.attn.qkv.weight': (6, 2)}
+    """
+    pattern = re.compile(r'^((?:.*\.)?attn)\.(' +
+                         '|'.join(map(re.escape, parts)) + r')\.(\w+)$')
+    fused = {}
+    for key, value in state_dict.items():
+        match = pattern.match(key)
+        if not match or (skip_with and
+                         f'{match.group(1)}.{skip_with}.weight' in state_dict):
+            fused[key] = value
+            continue
+        attn, part, name = match.groups()
+        if part == parts[0]:
+            fused[f'{attn}.qkv.{name}'] = torch.cat(
+                [state_dict[f'{attn}.{p}.{name}'] for p in parts])
+    return fused
+
+
+def count_numbered(state_dict, prefix):
+    """Count the numbered children (stages, blocks) under a key prefix.
+
+    Args:
+        state_dict (dict[str, Tensor]): The weights.
+        prefix (str): What precedes the numbers, with its dot, e.g.
+            ``'stages.'`` or ``'stages.1.blocks.'``.
+
+    Returns:
+        int: One more than the largest number that follows ``prefix`` in a
+        key (the length of the ``ModuleList``), 0 if none does.
+
+    Examples:
+        >>> count_numbered({'stages.0.norm.weight': None,
+        ...                 'stages.1.blocks.2.mlp.fc1.weight': None,
+        ...                 'head.weight': None}, 'stages.1.blocks.')
+        3
+    """
+    pattern = re.compile(re.escape(prefix) + r'(\d+)\.')
+    return 1 + max((int(m.group(1)) for m in map(pattern.match, state_dict)
+                    if m),
+                   default=-1)

@@ -19,10 +19,8 @@ outer_*}``. The conversion
 """
 import re
 
-import torch
-
-from .common import (extract_state_dict, rename_keys, split_classifier,
-                     to_mmengine_checkpoint)
+from .common import (count_numbered, extract_state_dict, fuse_projections,
+                     rename_keys, split_classifier, to_mmengine_checkpoint)
 
 # Official stem Sequential indices -> mmtnt stem modules.
 _STEM_CONVS = {
@@ -108,29 +106,13 @@ def _move_merges_into_stages(state_dict):
     return moved
 
 
-def _fuse_qkv(state_dict):
-    """Concatenate ``q`` and ``kv`` into ``qkv`` where no spatial reduction
-    sits between them (no ``sr_proj`` in the same attention)."""
-    fused = {}
-    for key, value in state_dict.items():
-        match = re.match(r'^(.*\.attn)\.(q|kv)\.(weight|bias)$', key)
-        if not match:
-            fused[key] = value
-            continue
-        attn, part, name = match.groups()
-        if f'{attn}.sr_proj.weight' in state_dict:
-            fused[key] = value
-        elif part == 'q':
-            fused[f'{attn}.qkv.{name}'] = torch.cat(
-                [value, state_dict[f'{attn}.kv.{name}']])
-    return fused
-
-
 def _from_official(state_dict):
     state_dict = _convert_stem(state_dict)
     state_dict = rename_keys(state_dict, _OFFICIAL_TO_MMTNT)
     state_dict = _move_merges_into_stages(state_dict)
-    return _fuse_qkv(state_dict)
+    # The word attention, and the sentence attention of stages without
+    # spatial reduction, read one set of tokens: mmtnt fuses q and kv.
+    return fuse_projections(state_dict, ('q', 'kv'), skip_with='sr_proj')
 
 
 def describe_pyramid_tnt(state_dict):
@@ -147,16 +129,9 @@ def describe_pyramid_tnt(state_dict):
         terms were made for, or None when their grid is not square.
     """
     from mmtnt.models.backbones.pyramid_tnt import PyramidTNT
-    stages = sorted({
-        int(key.split('.')[1])
-        for key in state_dict if key.startswith('stages.')
-    })
+    stages = range(count_numbered(state_dict, 'stages.'))
     depths = [
-        len({
-            key.split('.')[3]
-            for key in state_dict
-            if key.startswith(f'stages.{i}.blocks.')
-        }) for i in stages
+        count_numbered(state_dict, f'stages.{i}.blocks.') for i in stages
     ]
     outer_dims = [
         state_dict[f'stages.{i}.blocks.0.outer.norm1.weight'].numel()

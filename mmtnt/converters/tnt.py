@@ -14,10 +14,8 @@ Independently of the key names, the weights are of TNT's ``official`` or
 ``legacy`` pixel-embedding layout (see :class:`mmtnt.models.TNT`), which
 :func:`detect_tnt_layout` reads from the shapes.
 """
-import torch
-
-from .common import (extract_state_dict, rename_keys, split_classifier,
-                     to_mmengine_checkpoint)
+from .common import (count_numbered, extract_state_dict, fuse_projections,
+                     rename_keys, split_classifier, to_mmengine_checkpoint)
 
 # Official names -> timm names, the first step for official checkpoints.
 _OFFICIAL_TO_TIMM = [
@@ -36,15 +34,19 @@ _OFFICIAL_TO_TIMM = [
     (r'\.outer_mlp\.', '.mlp.'),
 ]
 
-# timm names -> mmtnt names (attention weights are fused separately). Block
-# rules are anchored so that a renamed key never matches a later rule.
-_TIMM_TO_MMTNT = [
+# The embeddings, named alike by timm and mmpretrain -> mmtnt names.
+_EMBEDDINGS_TO_MMTNT = [
     (r'^pixel_embed\.proj\.', 'word_embed.conv.'),
     (r'^pixel_pos$', 'word_pos'),
     (r'^patch_pos$', 'sentence_pos'),
     (r'^norm1_proj\.', 'sentence_proj.norm_in.'),
-    (r'^proj\.', 'sentence_proj.fc.'),
     (r'^norm2_proj\.', 'sentence_proj.norm_out.'),
+]
+
+# timm names -> mmtnt names (attention weights are fused separately). Block
+# rules are anchored so that a renamed key never matches a later rule.
+_TIMM_TO_MMTNT = _EMBEDDINGS_TO_MMTNT + [
+    (r'^proj\.', 'sentence_proj.fc.'),
     (r'^(blocks\.\d+)\.norm_in\.', r'\1.inner.norm1.'),
     (r'^(blocks\.\d+)\.attn_in\.', r'\1.inner.attn.'),
     (r'^(blocks\.\d+)\.norm_mlp_in\.', r'\1.inner.norm2.'),
@@ -59,13 +61,8 @@ _TIMM_TO_MMTNT = [
 ]
 
 # mmpretrain names -> mmtnt names.
-_MMPRETRAIN_TO_MMTNT = [
-    (r'^pixel_embed\.proj\.', 'word_embed.conv.'),
-    (r'^pixel_pos$', 'word_pos'),
-    (r'^patch_pos$', 'sentence_pos'),
-    (r'^norm1_proj\.', 'sentence_proj.norm_in.'),
+_MMPRETRAIN_TO_MMTNT = _EMBEDDINGS_TO_MMTNT + [
     (r'^projection\.', 'sentence_proj.fc.'),
-    (r'^norm2_proj\.', 'sentence_proj.norm_out.'),
     (r'^layers\.', 'blocks.'),
     (r'\.inner_block\.', '.inner.'),
     (r'\.outer_block\.', '.outer.'),
@@ -107,24 +104,16 @@ def detect_tnt_format(state_dict):
         '"sentence_pos" (mmtnt) is in it.')
 
 
-def _fuse_qk_v(state_dict):
-    """Concatenate timm's separate ``qk`` and ``v`` projections into
-    mmtnt's fused ``qkv``."""
-    fused = {}
-    for key, value in state_dict.items():
-        if '.attn.qk.' in key:
-            fused[key.replace('.qk.', '.qkv.')] = torch.cat(
-                [value, state_dict[key.replace('.qk.', '.v.')]])
-        elif '.attn.v.' not in key:
-            fused[key] = value
-    return fused
+def _word_pos_as_tokens(state_dict):
+    """timm's and mmpretrain's word position term, (1, C, k, k), as mmtnt's
+    (1, k*k, C)."""
+    word_pos = state_dict['word_pos']
+    return dict(state_dict, word_pos=word_pos.flatten(2).transpose(1, 2))
 
 
 def _from_timm(state_dict):
-    state_dict = rename_keys(state_dict, _TIMM_TO_MMTNT)
-    pixel_pos = state_dict['word_pos']  # (1, C, k, k)
-    state_dict['word_pos'] = pixel_pos.flatten(2).transpose(1, 2)
-    return _fuse_qk_v(state_dict)
+    state_dict = _word_pos_as_tokens(rename_keys(state_dict, _TIMM_TO_MMTNT))
+    return fuse_projections(state_dict, ('qk', 'v'))
 
 
 def _from_official(state_dict):
@@ -133,14 +122,12 @@ def _from_official(state_dict):
     state_dict = rename_keys(state_dict, _OFFICIAL_TO_TIMM)
     state_dict = rename_keys(state_dict, _TIMM_TO_MMTNT)
     # The official inner_pos is already (1, k*k, C).
-    return _fuse_qk_v(state_dict)
+    return fuse_projections(state_dict, ('qk', 'v'))
 
 
 def _from_mmpretrain(state_dict):
-    state_dict = rename_keys(state_dict, _MMPRETRAIN_TO_MMTNT)
-    pixel_pos = state_dict['word_pos']
-    state_dict['word_pos'] = pixel_pos.flatten(2).transpose(1, 2)
-    return state_dict
+    return _word_pos_as_tokens(
+        rename_keys(state_dict, _MMPRETRAIN_TO_MMTNT))
 
 
 _CONVERTERS = {
@@ -179,10 +166,7 @@ def describe_tnt_arch(state_dict):
     sizes = dict(
         embed_dims_outer=state_dict['cls_token'].shape[-1],
         embed_dims_inner=state_dict['word_pos'].shape[-1],
-        num_layers=len({
-            key.split('.')[1]
-            for key in state_dict if key.startswith('blocks.')
-        }))
+        num_layers=count_numbered(state_dict, 'blocks.'))
     for name in ('s', 'b'):
         if all(TNT.arch_zoo[name][k] == v for k, v in sizes.items()):
             return name

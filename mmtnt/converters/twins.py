@@ -43,30 +43,29 @@ sources exist:
 """
 import re
 
-import torch
-
-from .common import (extract_state_dict, rename_keys, split_classifier,
-                     to_mmengine_checkpoint)
+from .common import (count_numbered, extract_state_dict, fuse_projections,
+                     rename_keys, split_classifier, to_mmengine_checkpoint)
 from .dense import (HEAD_LAYOUTS, count_classes, dataset_meta,
                     detect_head_layout, is_dense, split_dense,
                     to_dense_checkpoint)
 
-_MMPRETRAIN_TO_OFFICIAL = [
+# What mmpretrain and mmseg name alike (mmcv's PatchEmbed and FFN, the
+# position encodings) -> official names.
+_OPENMMLAB_TO_OFFICIAL = [
     (r'^patch_embeds\.(\d+)\.projection\.', r'patch_embeds.\1.proj.'),
-    (r'^stages\.(\d+)\.(\d+)\.', r'blocks.\1.\2.'),
     (r'\.ffn\.layers\.0\.0\.', '.mlp.fc1.'),
     (r'\.ffn\.layers\.1\.', '.mlp.fc2.'),
     (r'^position_encodings\.(\d+)\.proj\.', r'pos_block.\1.proj.0.'),
+]
+
+_MMPRETRAIN_TO_OFFICIAL = _OPENMMLAB_TO_OFFICIAL + [
+    (r'^stages\.(\d+)\.(\d+)\.', r'blocks.\1.\2.'),
     (r'^norm_after_stage(\d+)\.', r'stage_norms.\1.'),
 ]
 
-_MMSEG_TO_OFFICIAL = [
-    (r'^patch_embeds\.(\d+)\.projection\.', r'patch_embeds.\1.proj.'),
+_MMSEG_TO_OFFICIAL = _OPENMMLAB_TO_OFFICIAL + [
     (r'^layers\.(\d+)\.(\d+)\.', r'blocks.\1.\2.'),
     (r'\.attn\.attn\.out_proj\.', '.attn.proj.'),
-    (r'\.ffn\.layers\.0\.0\.', '.mlp.fc1.'),
-    (r'\.ffn\.layers\.1\.', '.mlp.fc2.'),
-    (r'^position_encodings\.(\d+)\.proj\.', r'pos_block.\1.proj.0.'),
     (r'^norm_list\.(\d+)\.', r'stage_norms.\1.'),
 ]
 
@@ -113,12 +112,6 @@ def detect_twins_format(state_dict):
         '"layers.i.j." mmseg or "stages.i.blocks.j." mmtnt).')
 
 
-def _num_stages(state_dict):
-    return 1 + max(
-        int(m.group(1)) for m in (
-            re.match(r'^patch_embeds\.(\d+)\.', k) for k in state_dict) if m)
-
-
 def _from_mmpretrain(state_dict):
     return rename_keys(state_dict, _MMPRETRAIN_TO_OFFICIAL)
 
@@ -136,7 +129,7 @@ def _from_mmseg(state_dict):
             official[f'{prefix}.kv.{kind}'] = value[dims:]
         else:
             official[key] = value
-    last = _num_stages(official) - 1
+    last = count_numbered(official, 'patch_embeds.') - 1
     if f'stage_norms.{last}.weight' in official:
         # mmseg normalises each stage with norm_list and ignores the
         # official final norm that twins2mmseg.py leaves in.
@@ -146,22 +139,13 @@ def _from_mmseg(state_dict):
 
 
 def _official_to_mmtnt(state_dict):
-    last = _num_stages(state_dict) - 1
+    last = count_numbered(state_dict, 'patch_embeds.') - 1
     # The official final norm is the last stage's norm.
     state_dict = rename_keys(state_dict,
                              [(r'^norm\.', f'stage_norms.{last}.')])
     state_dict = rename_keys(state_dict, _OFFICIAL_TO_MMTNT)
-    fused = {}
-    for key, value in state_dict.items():
-        match = re.match(r'^(.*\.attn)\.(q|kv)\.(weight|bias)$', key)
-        if match and f'{match.group(1)}.sr.weight' not in state_dict:
-            # GSA without spatial reduction: mmtnt fuses q and kv.
-            prefix, _, kind = match.groups()
-            if match.group(2) == 'q':
-                fused[f'{prefix}.qkv.{kind}'] = torch.cat(
-                    [value, state_dict[f'{prefix}.kv.{kind}']])
-            continue
-        fused[key] = value
+    # GSA without spatial reduction: mmtnt fuses q and kv.
+    fused = fuse_projections(state_dict, ('q', 'kv'), skip_with='sr')
     unknown = sorted(k for k in fused if not _MMTNT_KEY.match(k))
     if unknown:
         raise ValueError(f'Unexpected keys in a Twins checkpoint: {unknown}')
@@ -181,15 +165,12 @@ def describe_twins(state_dict):
         ``norm_after_stage`` (list of bool).
     """
     from mmtnt.models.backbones.twins import PCPVT, SVT
-    num_stages = 1 + max(
-        int(k.split('.')[1]) for k in state_dict if k.startswith('stages.'))
+    num_stages = count_numbered(state_dict, 'stages.')
     depths, dims, mlp_ratios, sr_ratios = [], [], [], []
     lsa = False
     for i in range(num_stages):
         prefix = f'stages.{i}.'
-        depths.append(1 + max(
-            int(k.split('.')[3]) for k in state_dict
-            if k.startswith(prefix + 'blocks.')))
+        depths.append(count_numbered(state_dict, prefix + 'blocks.'))
         dims.append(state_dict[prefix + 'patch_embed.proj.weight'].shape[0])
         hidden = state_dict[prefix + 'blocks.0.mlp.fc1.weight'].shape[0]
         mlp_ratios.append(hidden // dims[-1])
