@@ -2,9 +2,11 @@
 mmtnt (fp32, eval).
 
 The official code is not on the package index, so the reference is a golden
-fixture, ``tests/data/pyramid_tnt_golden.pth``, made once outside the
-repository by the official ``tnt_pytorch/pyramid_tnt.py``
-(huawei-noah/Efficient-AI-Backbones @1a98c857) for a reduced random arch:
+fixture, ``tests/data/pyramid_tnt_golden.pth``, made with the official
+``tnt_pytorch/pyramid_tnt.py`` (huawei-noah/Efficient-AI-Backbones
+@1a98c857) for a reduced random arch by
+``tests/data/make_pyramid_tnt_golden.py`` (``tests/data/README.md`` says
+how to regenerate or check it):
 
 - ``official_state_dict``: the official model's weights (official keys,
   10-class head); ``configs``: its arch in the official ``configs`` form;
@@ -117,7 +119,8 @@ def test_official_weights_on_odd_grids(golden):
         out_indices=(0, 1, 2, 3))
     model.load_state_dict(checkpoint['state_dict'], strict=True)
     grids = [tuple(g) for g in odd['grids']]
-    assert model.backbone.sentence_grids(*odd['img_size']) == grids
+    assert [grid.hw for grid in model.backbone.stage_token_grids(
+        *odd['img_size'])] == grids
     check_outputs(model, odd)
 
 

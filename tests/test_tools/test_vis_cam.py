@@ -190,10 +190,10 @@ def test_cam_of_every_family(vis_cam, family, tmp_path):
 
 def test_default_target_layers(vis_cam):
     expected = {
-        'TNT': 'backbone.blocks[-1].outer.norm1',
+        'TNT': 'backbone.blocks[1].outer.norm1',
         'PyramidTNT': 'backbone.norm',
-        'PCPVT': 'backbone.stages[-1].norm',
-        'SVT': 'backbone.stages[-1].norm',
+        'PCPVT': 'backbone.stages[3].norm',
+        'SVT': 'backbone.stages[3].norm',
     }
     for family, layer in expected.items():
         assert vis_cam.default_target_layers(

@@ -6,12 +6,11 @@ outputs of the target layers by the gradients of the chosen class score (or
 without gradients, for Eigen-CAM); the map, as large as the transformed
 image, is drawn over it and saved as a PNG.
 
-The backbones emit tokens, which :class:`CAMReshape` lays out as maps:
-
-- TNT: sentence tokens (B, 1 + N, C); the class token is dropped and the N
-  sentences fill the ``ceil(H / patch_size) x ceil(W / patch_size)`` grid.
-- PyramidTNT, Twins PCPVT and SVT: tokens (B, h * w, C) of a stage, whose
-  grid follows from the input size and the stage's stride.
+The backbones emit tokens, which :class:`CAMReshape` lays out as maps on
+the token grids that every mmtnt backbone declares for an input size
+(``stage_token_grids``): tokens (B, extra + h * w, C) of a stage, after the
+backbone's extra tokens (TNT's class token, ``num_extra_tokens``), fill the
+stage's grid row by row.
 
 The grids are worked out from the size of the image entering the backbone
 (recorded by a forward hook), so any input size works; where a backbone
@@ -30,7 +29,6 @@ Examples::
 """
 import argparse
 import ast
-import math
 import os.path as osp
 
 import mmcv
@@ -46,8 +44,6 @@ from mmengine.utils.dl_utils import is_norm
 from pytorch_grad_cam.utils.image import show_cam_on_image
 from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 
-from mmtnt.models import PCPVT, TNT, PyramidTNT
-from mmtnt.models.backbones.pyramid_tnt import SENTENCE_STRIDE
 from mmtnt.models.layers import tokens_to_map
 from mmtnt.utils import register_checkpoint_safe_globals
 
@@ -352,18 +348,11 @@ def layer_name(model, layer):
 def default_target_layers(model):
     """The layers whose CAM is drawn unless ``--target-layers`` is given.
 
-    - TNT with a class-token output: the norm before the last block's
-      sentence attention (``backbone.blocks[-1].outer.norm1``). Only the
-      class token is read after that attention, and the final norm works
-      token by token, so the gradient of the score w.r.t. the sentence
-      tokens of any later output (the last block's, the final norm's) is
-      exactly zero: their CAM would be empty.
-    - TNT with pooled or map outputs, and PyramidTNT: the final norm
-      (``backbone.norm``), whose tokens the head averages; the last block's
-      sentence output where there is no final norm.
-    - Twins PCPVT and SVT: the last stage's norm
-      (``backbone.stages[-1].norm``), whose tokens the head averages; the
-      last block where the stage has no norm.
+    - mmtnt backbones: the layer whose tokens their last output is made
+      from (``token_layer``): the final norm, or the last stage's, whose
+      tokens the head averages; for TNT with a class-token output, the norm
+      before the last block's sentence attention, where the class token
+      reads the sentences.
     - Other backbones: the last normalisation layer of the backbone.
 
     Args:
@@ -374,23 +363,12 @@ def default_target_layers(model):
 
     Examples:
         >>> default_target_layers(model)  # the Fashion-MNIST demo's TNT
-        ['backbone.blocks[-1].outer.norm1']
+        ['backbone.blocks[3].outer.norm1']
     """
     backbone = model.backbone
-    if isinstance(backbone, TNT):
-        if backbone.out_type == 'cls_token':
-            return ['backbone.blocks[-1].outer.norm1']
-        if is_norm(backbone.norm):
-            return ['backbone.norm']
-        return ['backbone.blocks[-1].outer']
-    if isinstance(backbone, PyramidTNT):
-        if is_norm(backbone.norm):
-            return ['backbone.norm']
-        return ['backbone.stages[-1].blocks[-1].outer']
-    if isinstance(backbone, PCPVT):
-        if is_norm(backbone.stages[-1].norm):
-            return ['backbone.stages[-1].norm']
-        return ['backbone.stages[-1].blocks[-1]']
+    token_layer = getattr(backbone, 'token_layer', None)
+    if token_layer is not None:
+        return [layer_expression(f'backbone.{token_layer()}')]
     norms = [
         name for name, module in backbone.named_modules(prefix='backbone')
         if is_norm(module)
@@ -400,38 +378,6 @@ def default_target_layers(model):
             f'No default target layer for a {type(backbone).__name__} '
             'backbone: give --target-layers.')
     return [layer_expression(norms[-1])]
-
-
-def token_grids(backbone, height, width):
-    """Where a backbone's token outputs lie for an input size.
-
-    Args:
-        backbone (nn.Module): A TNT, PyramidTNT, PCPVT or SVT.
-        height (int): Input height in pixels.
-        width (int): Input width in pixels.
-
-    Returns:
-        tuple[list[tuple[tuple[int, int], int]], int]: The grid (h, w) and
-        stride of each stage's tokens (one entry for TNT), and the number of
-        extra tokens (TNT's class token) before the grid's. An empty list
-        for other backbones.
-
-    Examples:
-        >>> from mmtnt.models import PCPVT
-        >>> token_grids(PCPVT(arch='s'), 100, 132)
-        ([((25, 33), 4), ((13, 17), 8), ((7, 9), 16), ((4, 5), 32)], 0)
-    """
-    if isinstance(backbone, TNT):
-        p = backbone.patch_size
-        return [((math.ceil(height / p), math.ceil(width / p)), p)], 1
-    if isinstance(backbone, PyramidTNT):
-        grids = backbone.sentence_grids(height, width)
-        return [(grid, SENTENCE_STRIDE * 2**i)
-                for i, grid in enumerate(grids)], 0
-    if isinstance(backbone, PCPVT):
-        strides = np.cumprod(backbone.patch_sizes).tolist()
-        return list(zip(backbone.stage_shapes(height, width), strides)), 0
-    return [], 0
 
 
 def crop_to_image(fmap, stride, image_hw):
@@ -478,7 +424,7 @@ class CAMReshape:
     the input image.
 
     A forward pre-hook on the backbone records the size of its input; the
-    token grids of that size (:func:`token_grids`) say where the tokens lie.
+    backbone's stage token grids of that size say where the tokens lie.
     Tokens (B, N, C) are taken, after the backbone's extra tokens (TNT's
     class token), as the row-major grid with as many cells; maps
     (B, C, h, w) pass as they are. Either is then resampled to the image's
@@ -518,25 +464,30 @@ class CAMReshape:
         if self.input_shape is None:
             raise RuntimeError('Run the model before reshaping its outputs.')
         batch, _, height, width = self.input_shape
-        grids, extra = token_grids(self.backbone, height, width)
+        # Backbones other than mmtnt's declare no grids: maps pass as they
+        # are.
+        stage_token_grids = getattr(self.backbone, 'stage_token_grids',
+                                    lambda height, width: [])
+        grids = stage_token_grids(height, width)
+        extra = getattr(self.backbone, 'num_extra_tokens', 0)
         if tensor.dim() == 4:
             fmap = tensor
         elif tensor.dim() == 3 and tensor.shape[0] == batch:
             num = tensor.shape[1] - extra
-            matches = [grid for grid, _ in grids if grid[0] * grid[1] == num]
+            matches = [g.hw for g in grids if g.hw[0] * g.hw[1] == num]
             if not matches:
                 raise ValueError(self._mismatch(tensor, grids, extra))
             fmap = tokens_to_map(tensor[:, extra:], matches[0]).contiguous()
         else:
             raise ValueError(self._mismatch(tensor, grids, extra))
-        for grid, stride in grids:
-            if tuple(fmap.shape[-2:]) == tuple(grid):
-                return crop_to_image(fmap, stride, (height, width))
+        for grid in grids:
+            if tuple(fmap.shape[-2:]) == tuple(grid.hw):
+                return crop_to_image(fmap, grid.stride, (height, width))
         return fmap
 
     def _mismatch(self, tensor, grids, extra):
         batch, _, height, width = self.input_shape
-        known = ', '.join(f'{h}x{w}' for (h, w), _ in grids) or 'none known'
+        known = ', '.join(sorted({f'{g.hw[0]}x{g.hw[1]}' for g in grids}))
         return (
             f'Cannot lay the target layer output of shape '
             f'{tuple(tensor.shape)} on the {height}x{width} input (batch '

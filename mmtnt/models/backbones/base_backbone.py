@@ -1,4 +1,6 @@
+import functools
 import re
+from typing import NamedTuple, Tuple
 
 import torch
 import torch.nn as nn
@@ -9,9 +11,38 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..layers import tokens_to_map
 
 
+class TokenGrid(NamedTuple):
+    """Where the tokens of a stage (or an output) lie for an input size.
+
+    Attributes:
+        hw (tuple[int, int]): The grid (h, w) of tokens, row-major; for an
+            input of H x W pixels a grid of stride ``s`` is
+            ``ceil(H / s) x ceil(W / s)`` (the input is padded, never
+            cropped).
+        stride (int): Input pixels per token along each side.
+        channels (int): Channels of a token.
+        min_side (int): The smallest grid side the stage takes (its spatial
+            reduction, ``sr_ratio``); 1 where any grid will do.
+    """
+    hw: Tuple[int, int]
+    stride: int
+    channels: int
+    min_side: int = 1
+
+
 class BaseBackbone(BaseModule):
     """What mmtnt's backbones share: output types, frozen stages,
-    ``norm_eval``, ``with_cp``, the smallest input and the checkpoint check.
+    ``norm_eval``, ``with_cp``, the checkpoint check, and one geometry
+    contract that every tool reads instead of knowing the family.
+
+    The geometry: a subclass gives the :class:`TokenGrid` of each stage it
+    runs for an input size (:meth:`stage_token_grids`; the blocks of an
+    isotropic model are its stages). From these follow the grids of the
+    outputs (:meth:`token_grids`), the smallest input (:attr:`min_input_size`)
+    and the check of an input (:meth:`check_input`). Tokens are laid out
+    row-major after :attr:`num_extra_tokens` extra ones (a class token);
+    :meth:`token_layer` names the module whose tokens the last output is
+    made from.
 
     A subclass lists what ``frozen_stages`` freezes in :meth:`frozen_parts`;
     frozen modules stay in eval mode and their parameters get no gradient,
@@ -39,6 +70,8 @@ class BaseBackbone(BaseModule):
     foreign_keys = None
     #: The script that converts those layouts.
     converter = None
+    #: Tokens before the grid's in a stage's token sequence.
+    num_extra_tokens = 0
 
     def __init__(self, out_type, frozen_stages=-1, norm_eval=False,
                  with_cp=False, init_cfg=None):
@@ -76,14 +109,93 @@ class BaseBackbone(BaseModule):
             return tokens.mean(dim=1)
         return tokens_to_map(tokens, hw_shape).contiguous()
 
-    @staticmethod
-    def smallest_side(fits):
-        """The smallest positive side ``s`` for which ``fits(s)`` holds
-        (an ``s`` x ``s`` input is large enough)."""
+    def stage_token_grids(self, height, width):
+        """The token grid of every stage the backbone runs, for an input of
+        ``height`` x ``width`` pixels.
+
+        Args:
+            height (int): Input height in pixels.
+            width (int): Input width in pixels.
+
+        Returns:
+            list[TokenGrid]: One per stage, in order.
+        """
+        raise NotImplementedError
+
+    def token_grids(self, height, width):
+        """The grid of each output (``out_indices``, in order) for an input
+        of ``height`` x ``width`` pixels: where its tokens, or the cells
+        of its ``'featmap'`` map, lie.
+
+        Args:
+            height (int): Input height in pixels.
+            width (int): Input width in pixels.
+
+        Returns:
+            list[TokenGrid]: One per output.
+
+        Examples:
+            >>> from mmtnt.models import PCPVT
+            >>> model = PCPVT(arch='s', out_indices=(0, 3))
+            >>> [(g.hw, g.stride, g.channels)
+            ...  for g in model.token_grids(100, 132)]
+            [((25, 33), 4, 64), ((4, 5), 32, 512)]
+        """
+        grids = self.stage_token_grids(height, width)
+        return [grids[i] for i in self.out_indices]
+
+    @functools.cached_property
+    def min_input_size(self):
+        """The smallest side ``s`` of an ``s`` x ``s`` input whose every
+        stage grid is at least its ``min_side`` a side (inputs must be at
+        least that high and wide)."""
         side = 1
-        while not fits(side):
+        while not all(
+                min(grid.hw) >= grid.min_side
+                for grid in self.stage_token_grids(side, side)):
             side += 1
         return side
+
+    def check_input(self, x):
+        """Check that images ``x`` (B, C, H, W) fit the backbone.
+
+        Args:
+            x (Tensor): The input.
+
+        Returns:
+            list[TokenGrid]: The stage grids of the input
+            (:meth:`stage_token_grids`).
+
+        Raises:
+            ValueError: If ``x`` is not 4-D, or a stage's grid would be
+                smaller than its ``min_side``.
+        """
+        name = type(self).__name__
+        if x.dim() != 4:
+            raise ValueError(f'{name} takes images of shape (B, C, H, W), '
+                             f'got {tuple(x.shape)}.')
+        height, width = x.shape[-2:]
+        grids = self.stage_token_grids(height, width)
+        for i, grid in enumerate(grids):
+            (h, w), side = grid.hw, grid.min_side
+            if h < side or w < side:
+                raise ValueError(
+                    f'Input of {height}x{width} pixels is too small for '
+                    f'{name}: stage {i} gets a {h}x{w} token grid, smaller '
+                    f'than its spatial reduction (sr_ratio={side}). Inputs '
+                    f'must be at least {self.min_input_size}x'
+                    f'{self.min_input_size}.')
+        return grids
+
+    def token_layer(self):
+        """The module whose output tokens (B, extra + h*w, C) the last
+        output is made from, by its name in the backbone (a class
+        activation map's default target).
+
+        Returns:
+            str: E.g. ``'norm'`` or ``'stages.3.norm'``.
+        """
+        raise NotImplementedError
 
     def _check_frozen_stages(self, num_stages):
         if not -1 <= self.frozen_stages <= num_stages:

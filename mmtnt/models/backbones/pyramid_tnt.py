@@ -1,20 +1,18 @@
 """PyramidTNT (https://arxiv.org/abs/2201.00978)."""
-import re
 from collections import OrderedDict
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
 from ..layers import (MultiheadAttention, SpatialReductionAttention,
                       TransformerBlock, drop_path_rates, tokens_to_map)
-from ..utils import (ceil_div, known_zero, normalize_out_indices,
-                     resize_pos_embed, resolve_arch)
-from ..utils.attention_bias import resize_attention_bias
-from .base_backbone import BaseBackbone
+from ..utils import (ceil_div, check_stage_lists, normalize_out_indices,
+                     pad_to_multiple, resize_attention_bias, resize_pos_embed,
+                     resolve_arch, square_grid)
+from .base_backbone import BaseBackbone, TokenGrid
 from .tnt import WordsToSentence
 
 # Words per sentence: every sentence is a 4x4 patch of the word map.
@@ -127,11 +125,8 @@ class WordAggregation(nn.Module):
         k = WORDS_PER_SIDE
         c = words.shape[-1]
         x = self.norm(words).reshape(-1, h, w, k, k, c)
-        B = x.shape[0]
-        h2, w2 = ceil_div(h, 2), ceil_div(w, 2)
-        pad_h, pad_w = 2 * h2 - h, 2 * w2 - w
-        if not known_zero(pad_h, pad_w):
-            x = F.pad(x, (0, 0, 0, 0, 0, 0, 0, pad_w, 0, pad_h))
+        x = pad_to_multiple(x, 2, dims=(1, 2))
+        B, h2, w2 = x.shape[0], x.shape[1] // 2, x.shape[2] // 2
         # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
         # the 8x8 word map of each group of sentences.
         x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
@@ -431,8 +426,8 @@ class PyramidTNT(BaseBackbone):
         [torch.Size([1, 128, 32, 40]), torch.Size([1, 256, 16, 20]), torch.Size([1, 512, 8, 10]), torch.Size([1, 512, 4, 5])]
         >>> model = PyramidTNT(arch='s', out_indices=(0, 1, 2, 3),
         ...                    out_type='featmap', upsample_featmaps=True)
-        >>> model.out_strides
-        (4, 8, 16, 32)
+        >>> [grid.stride for grid in model.token_grids(256, 320)]
+        [4, 8, 16, 32]
     """  # noqa: E501
     arch_zoo = {
         **dict.fromkeys(
@@ -527,10 +522,6 @@ class PyramidTNT(BaseBackbone):
                                                  'PyramidTNT')
         self._check_frozen_stages(self.num_stages)
         self.embed_dims = outer_dims[-1]
-        scale = 2 if upsample_featmaps else 1
-        self.out_channels = tuple(outer_dims[i] for i in self.out_indices)
-        self.out_strides = tuple(SENTENCE_STRIDE * 2**i // scale
-                                 for i in self.out_indices)
 
         if img_size is None:
             img_size = self.train_img_size.get(
@@ -538,7 +529,14 @@ class PyramidTNT(BaseBackbone):
                 self.default_img_size)
         self.img_size = (img_size, img_size) if isinstance(
             img_size, int) else tuple(img_size)
-        self.pos_grids = self.sentence_grids(*self.img_size)
+        if min(self.img_size) < self.min_input_size:
+            raise ValueError(
+                f'PyramidTNT needs an img_size of at least '
+                f'{self.min_input_size} pixels a side (the smallest input), '
+                f'got {self.img_size}.')
+        self.pos_grids = [
+            grid.hw for grid in self.stage_token_grids(*self.img_size)
+        ]
         num_words = WORDS_PER_SIDE**2
 
         self.stem = ConvStem(in_channels, inner_dims[0], outer_dims[0],
@@ -594,13 +592,9 @@ class PyramidTNT(BaseBackbone):
         self._freeze()
 
     def _check_arch(self, settings, sr_ratios):
-        lengths = {key: len(value) for key, value in settings.items()}
-        lengths['sr_ratios'] = len(sr_ratios)
-        if set(lengths.values()) != {self.num_stages}:
-            raise ValueError(
-                f'PyramidTNT has {self.num_stages} stages: every arch '
-                f'setting and sr_ratios need {self.num_stages} values, got '
-                f'{lengths}.')
+        check_stage_lists(
+            dict(settings, sr_ratios=sr_ratios), self.num_stages,
+            'PyramidTNT')
         for key, heads_key in (('outer_dims', 'num_heads_outer'),
                                ('inner_dims', 'num_heads_inner')):
             for dims, heads in zip(settings[key], settings[heads_key]):
@@ -609,34 +603,43 @@ class PyramidTNT(BaseBackbone):
                         f'PyramidTNT {key} {settings[key]} must be '
                         f'divisible by {heads_key} {settings[heads_key]}.')
 
-    def sentence_grids(self, height, width):
-        """The sentence grid (h, w) of every stage for an input size.
-
-        Raises:
-            ValueError: If the input is too small for the spatial reduction
-                of some stage.
-        """
-        grids = self._grids(height, width)
-        for i, ((h, w), sr) in enumerate(zip(grids, self.sr_ratios)):
-            if h < sr or w < sr:
-                min_side = self.smallest_side(lambda side: all(
-                    min(hw) >= sr for hw, sr in zip(
-                        self._grids(side, side), self.sr_ratios)))
-                raise ValueError(
-                    f'PyramidTNT needs an input of at least {min_side} '
-                    f'pixels in height and width (stage {i} pools its '
-                    f'{h}x{w} sentence grid by sr_ratio={sr}), got '
-                    f'{height}x{width}.')
-        return grids
-
-    def _grids(self, height, width):
+    def stage_token_grids(self, height, width):
+        """The sentence grid of each built stage: the input is padded to a
+        multiple of the stem's stride, and each aggregation halves the grid
+        (padding an odd side); the sentence attention needs a grid of at
+        least ``sr_ratio`` a side."""
         h = ceil_div(height, SENTENCE_STRIDE)
         w = ceil_div(width, SENTENCE_STRIDE)
-        grids = [(h, w)]
-        for _ in range(1, self.num_stages):
-            h, w = ceil_div(h, 2), ceil_div(w, 2)
-            grids.append((h, w))
+        grids = []
+        for i in range(self.out_indices[-1] + 1):
+            if i:
+                h, w = ceil_div(h, 2), ceil_div(w, 2)
+            grids.append(
+                TokenGrid((h, w), SENTENCE_STRIDE * 2**i,
+                          self.arch_settings['outer_dims'][i],
+                          self.sr_ratios[i]))
         return grids
+
+    def token_grids(self, height, width):
+        """As :meth:`BaseBackbone.token_grids`; with ``upsample_featmaps``
+        the grid of each output is its upsampled map's, of half the
+        stride."""
+        grids = super().token_grids(height, width)
+        if not self.upsample_featmaps:
+            return grids
+        return [
+            grid._replace(
+                hw=(ceil_div(height, grid.stride // 2),
+                    ceil_div(width, grid.stride // 2)),
+                stride=grid.stride // 2) for grid in grids
+        ]
+
+    def token_layer(self):
+        last = self.out_indices[-1]
+        if last == self.num_stages - 1 and self.final_norm:
+            return 'norm'
+        depth = self.arch_settings['depths'][last]
+        return f'stages.{last}.blocks.{depth - 1}.outer'
 
     def frozen_parts(self):
         parts = [self.stem, self.word_pos, self.sentence_pos, self.pos_drop]
@@ -645,34 +648,14 @@ class PyramidTNT(BaseBackbone):
             parts.append(self.norm)
         return parts
 
-    @staticmethod
-    def _square_grid(num_tokens, name):
-        side = int(round(num_tokens**0.5))
-        if side * side != num_tokens:
-            raise ValueError(
-                f'Cannot resize {name} of {num_tokens} positions: it is not '
-                'a square grid. Build the model with the img_size the '
-                'checkpoint was made at.')
-        return side, side
-
     def adapt_state_dict(self, state_dict, prefix):
-        """Move the sentence transformer's keys of checkpoints saved before
-        it was a block of its own (``blocks.j.attn`` became
-        ``blocks.j.outer.attn``), and resize the position terms to
-        ``img_size``."""
-        moved = re.compile(r'(stages\.\d+\.blocks\.\d+\.)(norm1|attn|norm2|'
-                           r'mlp)\.')
-        for key in list(state_dict):
-            if key.startswith(prefix) and moved.match(key[len(prefix):]):
-                new_key = prefix + moved.sub(r'\1outer.\2.',
-                                             key[len(prefix):], count=1)
-                state_dict[new_key] = state_dict.pop(key)
+        """Resize the position terms of a checkpoint to ``img_size``."""
         pos_key = prefix + 'sentence_pos'
         if pos_key in state_dict:
             pos = state_dict[pos_key]
             if pos.shape[1] != self.sentence_pos.shape[1]:
-                src = self._square_grid(pos.shape[1],
-                                        'a sentence position embedding')
+                src = square_grid(pos.shape[1],
+                                  'a sentence position embedding')
                 state_dict[pos_key] = resize_pos_embed(pos, src,
                                                        self.pos_grids[0])
         for i, stage in enumerate(self.stages):
@@ -684,11 +667,11 @@ class PyramidTNT(BaseBackbone):
                 continue
             name = f'stage {i}\'s attention bias'
             state_dict[key] = resize_attention_bias(
-                bias, self._square_grid(bias.shape[2], name),
-                self._square_grid(bias.shape[3], name), stage.pos_grid,
+                bias, square_grid(bias.shape[2], name),
+                square_grid(bias.shape[3], name), stage.pos_grid,
                 stage.pos_key_grid)
 
-    def _format_output(self, sentences, grid, index, input_shape):
+    def _format_output(self, sentences, grid, index, out_grid):
         if not self.upsample_featmaps:
             return self.format_tokens(sentences, grid)
         # The upsampling reads the tokens as a map without a copy; the one
@@ -696,18 +679,13 @@ class PyramidTNT(BaseBackbone):
         x = getattr(self, f'upsample{index}')(tokens_to_map(sentences, grid))
         # Where padding made the grid odd, drop the extra row/column so that
         # the map is ceil(input / stride), as in a conv backbone.
-        stride = self.out_strides[self.out_indices.index(index)]
-        h, w = (ceil_div(size, stride) for size in input_shape)
+        h, w = out_grid.hw
         return x[:, :, :h, :w].contiguous()
 
     def forward(self, x):
-        B, _, H, W = x.shape
-        grids = self.sentence_grids(H, W)
-        pad_h = grids[0][0] * SENTENCE_STRIDE - H
-        pad_w = grids[0][1] * SENTENCE_STRIDE - W
-        if not known_zero(pad_h, pad_w):
-            x = F.pad(x, (0, pad_w, 0, pad_h))
-        words, sentences = self.stem(x)
+        grids = [grid.hw for grid in self.check_input(x)]
+        out_grids = self.token_grids(*x.shape[-2:])
+        words, sentences = self.stem(pad_to_multiple(x, SENTENCE_STRIDE))
         words = words + self.word_pos
         pos = resize_pos_embed(self.sentence_pos, self.pos_grids[0], grids[0])
         sentences = sentences + self.pos_drop(pos)
@@ -720,6 +698,7 @@ class PyramidTNT(BaseBackbone):
             if i == self.num_stages - 1:
                 sentences = self.norm(sentences)
             if i in self.out_indices:
+                out_grid = out_grids[self.out_indices.index(i)]
                 outs.append(
-                    self._format_output(sentences, grids[i], i, (H, W)))
+                    self._format_output(sentences, grids[i], i, out_grid))
         return tuple(outs)

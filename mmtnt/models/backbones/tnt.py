@@ -7,9 +7,9 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmtnt.registry import MODELS
 from ..layers import MultiheadAttention, TransformerBlock, drop_path_rates
-from ..utils import (ceil_div, known_zero, normalize_out_indices,
-                     resize_pos_embed, resolve_arch)
-from .base_backbone import BaseBackbone
+from ..utils import (ceil_div, normalize_out_indices, pad_to_multiple,
+                     resize_pos_embed, resolve_arch, square_grid)
+from .base_backbone import BaseBackbone, TokenGrid
 
 
 class WordEmbed(nn.Module):
@@ -267,6 +267,7 @@ class TNT(BaseBackbone):
     out_types = ('cls_token', 'featmap', 'avg_featmap')
     foreign_keys = r'(outer_pos|patch_pos|pixel_pos|layers\.0\.)'
     converter = 'tnt2mmtnt.py'
+    num_extra_tokens = 1  # the class token
 
     def __init__(self,
                  arch='s',
@@ -318,7 +319,7 @@ class TNT(BaseBackbone):
             raise ValueError(
                 f'TNT img_size must be a multiple of patch_size='
                 f'{patch_size}, got {img_h}x{img_w}.')
-        self.pos_grid = self._sentence_grid(img_h, img_w)
+        self.pos_grid = (img_h // patch_size, img_w // patch_size)
         num_words = (patch_size // first_stride)**2
 
         self.word_embed = WordEmbed(in_channels, inner_dims, patch_size,
@@ -365,10 +366,23 @@ class TNT(BaseBackbone):
         trunc_normal_(self.sentence_pos, std=.02)
         self._freeze()
 
-    def _sentence_grid(self, height, width):
-        """The sentence grid of a ``height`` x ``width`` input."""
+    def stage_token_grids(self, height, width):
+        """The sentence grid after each built block: the input is padded to
+        a multiple of ``patch_size``."""
         p = self.patch_size
-        return ceil_div(height, p), ceil_div(width, p)
+        grid = TokenGrid((ceil_div(height, p), ceil_div(width, p)), p,
+                         self.embed_dims)
+        return [grid] * (self.out_indices[-1] + 1)
+
+    def token_layer(self):
+        last = self.out_indices[-1]
+        # The class token (the 'cls_token' output) gathers the sentences
+        # only in the attention of the last block: its input holds them.
+        if self.out_type == 'cls_token':
+            return f'blocks.{last}.outer.norm1'
+        if last == self.num_layers - 1 and self.final_norm:
+            return 'norm'
+        return f'blocks.{last}.outer'
 
     def frozen_parts(self):
         parts = [
@@ -397,14 +411,10 @@ class TNT(BaseBackbone):
         if pos_key in state_dict:
             pos = state_dict[pos_key]
             if pos.shape[1] != self.sentence_pos.shape[1]:
-                side = int((pos.shape[1] - 1)**0.5)
-                if side * side != pos.shape[1] - 1:
-                    raise ValueError(
-                        f'Cannot resize a sentence position embedding of '
-                        f'{pos.shape[1] - 1} tokens: it is not a square '
-                        'grid.')
+                src = square_grid(pos.shape[1] - self.num_extra_tokens,
+                                  'a sentence position embedding')
                 state_dict[pos_key] = resize_pos_embed(
-                    pos, (side, side), self.pos_grid, num_extra_tokens=1)
+                    pos, src, self.pos_grid, self.num_extra_tokens)
 
     def _format_output(self, sentences, grid):
         if self.out_type == 'cls_token':
@@ -412,19 +422,16 @@ class TNT(BaseBackbone):
         return self.format_tokens(sentences[:, 1:], grid)
 
     def forward(self, x):
-        B, _, H, W = x.shape
-        grid = self._sentence_grid(H, W)
-        p = self.patch_size
-        pad_h, pad_w = grid[0] * p - H, grid[1] * p - W
-        if not known_zero(pad_h, pad_w):
-            x = F.pad(x, (0, pad_w, 0, pad_h))
-        words = self.word_embed(x) + self.word_pos
+        B = x.shape[0]
+        grid = self.check_input(x)[0].hw
+        words = self.word_embed(pad_to_multiple(x, self.patch_size))
+        words = words + self.word_pos
         sentences = torch.cat(
             [self.cls_token.expand(B, -1, -1),
              self.sentence_proj(words, B)],
             dim=1)
         sentences = sentences + resize_pos_embed(
-            self.sentence_pos, self.pos_grid, grid, num_extra_tokens=1)
+            self.sentence_pos, self.pos_grid, grid, self.num_extra_tokens)
         sentences = self.drop_after_pos(sentences)
 
         outs = []

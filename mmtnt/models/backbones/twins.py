@@ -2,7 +2,6 @@
 import math
 
 import torch.nn as nn
-import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
 
@@ -10,8 +9,9 @@ from mmtnt.registry import MODELS
 from ..layers import (LocallyGroupedAttention, SpatialReductionAttention,
                       TransformerBlock, drop_path_rates, map_to_tokens,
                       tokens_to_map)
-from ..utils import ceil_div, known_zero, normalize_out_indices, resolve_arch
-from .base_backbone import BaseBackbone
+from ..utils import (ceil_div, check_stage_lists, normalize_out_indices,
+                     pad_to_multiple, resolve_arch)
+from .base_backbone import BaseBackbone, TokenGrid
 
 
 class PatchEmbed(nn.Module):
@@ -47,12 +47,7 @@ class PatchEmbed(nn.Module):
 
     def forward(self, x):
         """Return tokens (B, h*w, C) and their grid (h, w)."""
-        p = self.patch_size
-        H, W = x.shape[-2:]
-        pad_h, pad_w = ceil_div(H, p) * p - H, ceil_div(W, p) * p - W
-        if not known_zero(pad_h, pad_w):
-            x = F.pad(x, (0, pad_w, 0, pad_h))
-        x = self.proj(x)
+        x = self.proj(pad_to_multiple(x, self.patch_size))
         hw_shape = (x.shape[-2], x.shape[-1])
         return self.norm(map_to_tokens(x)), hw_shape
 
@@ -252,26 +247,17 @@ class PCPVT(BaseBackbone):
                                           self.essential_keys, name)
         settings = self.arch_settings
         self.num_stages = len(settings['depths'])
-        for key, value in settings.items():
-            if not isinstance(value, (list, tuple)) or len(value) != \
-                    self.num_stages or self.num_stages == 0:
-                raise ValueError(
-                    f'Every {name} arch setting must be a list with one '
-                    f'value per stage; {key}={value!r} does not match '
-                    f"depths={settings['depths']!r}.")
         if patch_sizes is None:
             patch_sizes = [4] + [2] * (self.num_stages - 1)
-        if len(patch_sizes) != self.num_stages:
-            raise ValueError(f'patch_sizes needs {self.num_stages} values, '
-                             f'got {patch_sizes!r}.')
         if norm_after_stage is None:
             norm_after_stage = [False] * (self.num_stages - 1) + [True]
         elif isinstance(norm_after_stage, bool):
             norm_after_stage = [norm_after_stage] * self.num_stages
-        if len(norm_after_stage) != self.num_stages:
-            raise ValueError(
-                f'norm_after_stage needs {self.num_stages} values, got '
-                f'{norm_after_stage!r}.')
+        check_stage_lists(
+            dict(
+                settings,
+                patch_sizes=patch_sizes,
+                norm_after_stage=norm_after_stage), self.num_stages, name)
         self.embed_dims = list(settings['embed_dims'])
         self.patch_sizes = list(patch_sizes)
         self.sr_ratios = list(settings['sr_ratios'])
@@ -279,8 +265,6 @@ class PCPVT(BaseBackbone):
         self.out_indices = normalize_out_indices(out_indices,
                                                  self.num_stages, name)
         self._check_frozen_stages(self.num_stages)
-        self.min_input_size = self.smallest_side(
-            lambda side: self._too_small(side, side) is None)
 
         rates = drop_path_rates(drop_path_rate, sum(settings['depths']))
         # Stages after the last output are not built: they would hold
@@ -330,38 +314,25 @@ class PCPVT(BaseBackbone):
             proj_drop=proj_drop,
             norm_cfg=sr_norm_cfg)
 
-    def stage_shapes(self, height, width):
-        """The token grid (h, w) of each stage for an input of
-        ``height`` x ``width`` pixels."""
-        shapes = []
-        for p in self.patch_sizes:
+    def stage_token_grids(self, height, width):
+        """The token grid of each built stage: every patch embedding pads
+        its input to a multiple of its patch size; GSA needs a grid of at
+        least ``sr_ratio`` a side."""
+        grids, stride = [], 1
+        for i in range(self.out_indices[-1] + 1):
+            p = self.patch_sizes[i]
             height, width = ceil_div(height, p), ceil_div(width, p)
-            shapes.append((height, width))
-        return shapes
+            stride *= p
+            grids.append(
+                TokenGrid((height, width), stride, self.embed_dims[i],
+                          self.sr_ratios[i]))
+        return grids
 
-    def _too_small(self, height, width):
-        """The first stage (index, grid, sr_ratio) whose grid is smaller
-        than its spatial reduction for this input, or None."""
-        for i, (hw, sr) in enumerate(
-                zip(self.stage_shapes(height, width), self.sr_ratios)):
-            if hw[0] < sr or hw[1] < sr:
-                return i, hw, sr
-        return None
-
-    def _check_input(self, x):
-        if x.dim() != 4:
-            raise ValueError(f'{type(self).__name__} takes images of shape '
-                             f'(B, C, H, W), got {tuple(x.shape)}.')
-        H, W = x.shape[-2:]
-        too_small = self._too_small(H, W)
-        if too_small is not None:
-            i, hw, sr = too_small
-            raise ValueError(
-                f'Input of {H}x{W} pixels is too small for '
-                f'{type(self).__name__}: stage {i} gets a '
-                f'{hw[0]}x{hw[1]} map, smaller than its spatial '
-                f'reduction (sr_ratio={sr}). Inputs must be at least '
-                f'{self.min_input_size}x{self.min_input_size}.')
+    def token_layer(self):
+        last = self.out_indices[-1]
+        if self.norm_after_stage[last]:
+            return f'stages.{last}.norm'
+        return f'stages.{last}.blocks.{len(self.stages[last].blocks) - 1}'
 
     def frozen_parts(self):
         if self.frozen_stages == 0:
@@ -390,7 +361,7 @@ class PCPVT(BaseBackbone):
                     nn.init.zeros_(m.bias)
 
     def forward(self, x):
-        self._check_input(x)
+        self.check_input(x)
         outs = []
         for i, stage in enumerate(self.stages):
             tokens, hw_shape = stage(x, self.run_block)

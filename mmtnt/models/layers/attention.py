@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 
-from ..utils.shape import ceil_div, known_zero
+from ..utils.shape import ceil_div, known_equal, pad_to_multiple
 from .layout import map_to_tokens, tokens_to_map
 
 
@@ -36,8 +36,8 @@ def merge_heads(x):
     of a kernel that returns (B, N, heads, d), so the flatten would be
     recorded as a view, and the ONNX exporter's decomposition of the
     attention does not keep that layout (without the copy, PyramidTNT's
-    exported graph disagrees with PyTorch). Eager runs flatten as they
-    always did: a view where the kernel's layout allows it, else a copy."""
+    exported graph disagrees with PyTorch). Otherwise the flatten is a view
+    where the kernel's layout allows it, else a copy."""
     x = x.transpose(1, 2)
     if torch.compiler.is_exporting() and x.shape[2] > 1:
         x = x.clone(memory_format=torch.contiguous_format)
@@ -78,14 +78,24 @@ class MultiheadAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x, *args, **kwargs):
-        """``proj(attend(x, ...))``, then dropout."""
-        return self.proj_drop(self.proj(self.attend(x, *args, **kwargs)))
+    def forward(self, x, hw_shape=None, attn_bias=None):
+        """``proj(attend(x, hw_shape, attn_bias))``, then dropout.
 
-    def attend(self, x, attn_bias=None):
+        Args:
+            x (Tensor): Tokens (B, N, C).
+            hw_shape (tuple[int, int], optional): Their grid (H, W), for
+                the attentions that read the token map (not used here).
+            attn_bias (Tensor, optional): Added to the attention logits.
+
+        Returns:
+            Tensor: Tokens (B, N, C).
+        """
+        return self.proj_drop(self.proj(self.attend(x, hw_shape, attn_bias)))
+
+    def attend(self, x, hw_shape=None, attn_bias=None):
         """Attention over the tokens ``x`` (B, N, C), before the output
         projection; ``attn_bias`` (broadcast to (B, heads, N, N)) is added
-        to the logits."""
+        to the logits. ``hw_shape`` is not needed."""
         q, k, v = split_heads(self.qkv(x), 3, self.num_heads)
         return merge_heads(self.scaled_dot_product(q, k, v, attn_bias))
 
@@ -195,12 +205,12 @@ class SpatialReductionAttention(MultiheadAttention):
         pooled = F.avg_pool2d(fmap, self.sr_ratio)
         return self.sr_norm(self.sr_proj(map_to_tokens(pooled)))
 
-    def attend(self, x, hw_shape, attn_bias=None):
+    def attend(self, x, hw_shape=None, attn_bias=None):
         """Attention over tokens ``x`` (B, H*W, C) on a grid ``hw_shape``,
         before the output projection; ``attn_bias`` (broadcast to
         (B, heads, H*W, (H // sr) * (W // sr))) is added to the logits."""
         if self.sr_ratio == 1:
-            return super().attend(x, attn_bias)
+            return super().attend(x, hw_shape, attn_bias)
         q, = split_heads(self.q(x), 1, self.num_heads)
         k, v = split_heads(self.kv(self.reduce(x, hw_shape)), 2,
                            self.num_heads)
@@ -271,18 +281,18 @@ class LocallyGroupedAttention(MultiheadAttention):
         real = real.view(nh, ws, nw, ws).transpose(1, 2)
         return real.reshape(nh * nw, 1, 1, ws * ws)
 
-    def attend(self, x, hw_shape):
+    def attend(self, x, hw_shape=None, attn_bias=None):
         """Attention within the windows of tokens ``x`` (B, H*W, C) on a
-        grid ``hw_shape`` (H, W), before the output projection."""
+        grid ``hw_shape`` (H, W), before the output projection. Windows
+        take no ``attn_bias``."""
+        if attn_bias is not None:
+            raise ValueError('LocallyGroupedAttention takes no attn_bias.')
         B, N, C = x.shape
         H, W = hw_shape
         ws = self.window_size
-        nh, nw = ceil_div(H, ws), ceil_div(W, ws)
-        pad_b, pad_r = nh * ws - H, nw * ws - W
-        padded = not known_zero(pad_b, pad_r)
-        x = x.view(B, H, W, C)
-        if padded:
-            x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        x = pad_to_multiple(x.view(B, H, W, C), ws, dims=(1, 2))
+        nh, nw = x.shape[1] // ws, x.shape[2] // ws
+        padded = not known_equal(x.shape[1:3], (H, W))
         # (B * windows, ws * ws, C), windows in row-major order.
         windows = x.view(B, nh, ws, nw, ws, C).transpose(2, 3).reshape(
             B * nh * nw, ws * ws, C)

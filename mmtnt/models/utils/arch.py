@@ -67,3 +67,35 @@ def normalize_out_indices(out_indices, num_outputs, model_name):
                 f'[{-num_outputs}, {num_outputs - 1}].')
         result.add(index % num_outputs)
     return tuple(sorted(result))
+
+
+def check_stage_lists(settings, num_stages, model_name):
+    """Check that every per-stage setting holds one value per stage.
+
+    Args:
+        settings (dict): Setting name -> list or tuple of per-stage values
+            (an arch's lists, and other per-stage arguments).
+        num_stages (int): The number of stages, at least 1.
+        model_name (str): Used in error messages.
+
+    Raises:
+        ValueError: Naming every setting of the wrong length.
+
+    Examples:
+        >>> check_stage_lists(dict(depths=[2, 2], sr_ratios=(2, 1)), 2,
+        ...                   'PCPVT')
+        >>> check_stage_lists(dict(depths=[2, 2], sr_ratios=[1]), 2, 'PCPVT')
+        Traceback (most recent call last):
+        ...
+        ValueError: PCPVT has 2 stages: every per-stage setting needs 2 values, got sr_ratios=[1].
+    """  # noqa: E501
+    wrong = {
+        key: value
+        for key, value in settings.items()
+        if not isinstance(value, (list, tuple)) or len(value) != num_stages
+    }
+    if num_stages < 1 or wrong:
+        got = ', '.join(f'{key}={value!r}' for key, value in wrong.items())
+        raise ValueError(
+            f'{model_name} has {num_stages} stages: every per-stage setting '
+            f'needs {num_stages} values, got {got or "no stage"}.')

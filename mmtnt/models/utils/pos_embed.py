@@ -4,6 +4,36 @@ import torch.nn.functional as F
 from .shape import known_equal
 
 
+def square_grid(num_positions, what):
+    """The square grid (side, side) that ``num_positions`` positions fill.
+
+    Checkpoints store position terms for a square input; their grid is
+    inferred from the number of positions before they are resized.
+
+    Args:
+        num_positions (int): Positions in the stored grid.
+        what (str): What holds them, for the error message (e.g.
+            ``'a sentence position embedding'``).
+
+    Returns:
+        tuple[int, int]: The grid.
+
+    Raises:
+        ValueError: If ``num_positions`` is not a square number.
+
+    Examples:
+        >>> square_grid(196, 'a position embedding')
+        (14, 14)
+    """
+    side = int(round(num_positions**0.5))
+    if side * side != num_positions:
+        raise ValueError(
+            f'Cannot resize {what} of {num_positions} positions: it is not '
+            'a square grid. Build the model with the img_size the '
+            'checkpoint was made at.')
+    return side, side
+
+
 def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
                      mode='bicubic'):
     """Resize a flattened grid of position embeddings to another grid.

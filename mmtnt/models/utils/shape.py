@@ -11,6 +11,7 @@ shortcut is taken only when it is known to apply for every input, which is
 always the case for plain integers.
 """
 import torch
+import torch.nn.functional as F
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 
@@ -77,3 +78,40 @@ def known_equal(shape_a, shape_b):
     shape_a, shape_b = tuple(shape_a), tuple(shape_b)
     return len(shape_a) == len(shape_b) and all(
         _known_true(a == b) for a, b in zip(shape_a, shape_b))
+
+
+def pad_to_multiple(x, multiple, dims=(-2, -1)):
+    """Zero-pad ``dims`` of ``x`` at their end up to multiples of
+    ``multiple``: the right and bottom of a map, so that no pixel or token
+    is dropped by a patch, window or pairing that follows.
+
+    Args:
+        x (Tensor): The tensor.
+        multiple (int): A positive integer.
+        dims (tuple[int]): The dimensions to pad, e.g. ``(-2, -1)`` for the
+            height and width of (B, C, H, W), ``(1, 2)`` for those of
+            (B, H, W, C). Defaults to ``(-2, -1)``.
+
+    Returns:
+        Tensor: ``x`` itself when nothing needs padding, else a padded
+        copy.
+
+    Examples:
+        >>> import torch
+        >>> pad_to_multiple(torch.ones(1, 3, 30, 41), 4).shape
+        torch.Size([1, 3, 32, 44])
+        >>> pad_to_multiple(torch.ones(2, 5, 7, 8), 2, dims=(1, 2)).shape
+        torch.Size([2, 6, 8, 8])
+    """
+    dims = sorted(dim % x.dim() for dim in dims)
+    pads = {
+        dim: ceil_div(x.shape[dim], multiple) * multiple - x.shape[dim]
+        for dim in dims
+    }
+    if known_zero(*pads.values()):
+        return x
+    # F.pad takes (before, after) pairs from the last dimension backwards.
+    widths = []
+    for dim in range(x.dim() - 1, dims[0] - 1, -1):
+        widths += [0, pads.get(dim, 0)]
+    return F.pad(x, widths)

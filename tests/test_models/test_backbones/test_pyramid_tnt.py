@@ -29,8 +29,9 @@ def count_params(module):
 
 
 def expected_shapes(model, batch, height, width):
-    return [(batch, c, math.ceil(height / s), math.ceil(width / s))
-            for c, s in zip(model.out_channels, model.out_strides)]
+    return [(batch, grid.channels, math.ceil(height / grid.stride),
+             math.ceil(width / grid.stride))
+            for grid in model.token_grids(height, width)]
 
 
 def params_without_grad(model):
@@ -44,8 +45,10 @@ def params_without_grad(model):
 def test_featmaps_of_every_arch(arch):
     model = PyramidTNT(arch=arch, out_indices=(0, 1, 2, 3),
                        out_type='featmap').eval()
-    assert model.out_strides == (8, 16, 32, 64)
-    assert model.out_channels == tuple(model.arch_settings['outer_dims'])
+    grids = model.token_grids(64, 96)
+    assert [grid.stride for grid in grids] == [8, 16, 32, 64]
+    assert [grid.channels for grid in grids] == list(
+        model.arch_settings['outer_dims'])
     with torch.no_grad():
         outs = model(torch.randn(1, 3, 64, 96))
     assert [o.shape for o in outs] == expected_shapes(model, 1, 64, 96)
@@ -62,8 +65,8 @@ def test_backward_reaches_every_parameter(arch, upsample):
         out_type='featmap',
         upsample_featmaps=upsample,
         drop_path_rate=0.1)
-    assert model.out_strides == ((4, 8, 16, 32) if upsample else
-                                 (8, 16, 32, 64))
+    assert [grid.stride for grid in model.token_grids(64, 96)] == (
+        [4, 8, 16, 32] if upsample else [8, 16, 32, 64])
     outs = model(torch.randn(2, 3, 64, 96))
     assert [o.shape for o in outs] == expected_shapes(model, 2, 64, 96)
     sum(o.sum() for o in outs).backward()
@@ -185,10 +188,12 @@ def test_errors_say_what_is_allowed():
     with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 4\]'):
         PyramidTNT(arch=TINY, frozen_stages=5)
     model = PyramidTNT(arch=TINY, img_size=64)
-    with pytest.raises(ValueError, match=r'at least 25 pixels.*got 24x64'):
+    with pytest.raises(ValueError, match=r'24x64 pixels is too small.*'
+                       r'stage 0 gets a 3x8 token grid.*at least 25x25'):
         model(torch.randn(1, 3, 24, 64))
     model(torch.randn(1, 3, 25, 25))  # the smallest input
-    with pytest.raises(ValueError, match='at least'):
+    with pytest.raises(ValueError, match=r'img_size of at least 25.*'
+                       r'got \(16, 16\)'):
         PyramidTNT(arch=TINY, img_size=16)
 
 

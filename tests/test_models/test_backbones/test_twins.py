@@ -79,7 +79,7 @@ def test_odd_input_sizes(name, size):
     with torch.no_grad():
         outs = model(torch.randn(1, 3, *size))
     assert [o.shape[-2:] for o in outs] == [
-        torch.Size(hw) for hw in model.stage_shapes(*size)
+        torch.Size(grid.hw) for grid in model.token_grids(*size)
     ]
     assert all(torch.isfinite(o).all() for o in outs)
 
@@ -170,7 +170,8 @@ def test_errors_say_what_is_allowed():
         PCPVT(arch='xl')
     with pytest.raises(ValueError, match='exactly the keys.*window_sizes'):
         SVT(arch=TINY)
-    with pytest.raises(ValueError, match='one value per stage'):
+    with pytest.raises(ValueError, match=r'3 stages: every per-stage '
+                       r'setting needs 3 values, got embed_dims=\[16'):
         PCPVT(arch=dict(TINY, depths=[1, 1, 1]))
     with pytest.raises(ValueError, match='divisible by num_heads'):
         PCPVT(arch=dict(TINY, num_heads=[3, 2, 2, 4]))
@@ -180,12 +181,13 @@ def test_errors_say_what_is_allowed():
         SVT(arch=TINY_SVT, out_type='cls_token')
     with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 4\]'):
         SVT(arch=TINY_SVT, frozen_stages=5)
-    with pytest.raises(ValueError, match='norm_after_stage needs 4'):
+    with pytest.raises(ValueError,
+                       match=r'4 values, got norm_after_stage=\[True\]'):
         PCPVT(arch=TINY, norm_after_stage=[True])
     model = PCPVT(arch='s')
     assert model.min_input_size == 29
     with pytest.raises(ValueError, match=r'28x64 pixels is too small.*'
-                       r'stage 0 gets a 7x16 map.*sr_ratio=8.*29x29'):
+                       r'stage 0 gets a 7x16 token grid.*sr_ratio=8.*29x29'):
         model(torch.randn(1, 3, 28, 64))
     with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
         model(torch.randn(3, 64, 64))
