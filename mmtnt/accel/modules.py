@@ -52,15 +52,17 @@ class CpuTransformerBlock(TransformerBlock):
     together.
     """
 
-    def forward(self, x, *attn_args):
+    def forward(self, x, hw_shape=None, attn_bias=None):
         if can_fuse(x, self.training):
-            return self._fused_inference(x, *attn_args)
-        x = x + self.drop_path(self.attn(self.norm1(x), *attn_args))
+            return self._fused_inference(x, hw_shape, attn_bias)
+        x = x + self.drop_path(
+            self.attn(self.norm1(x), hw_shape, attn_bias))
         return x + self.drop_path(self.mlp(x, norm=self.norm2))
 
-    def _fused_inference(self, x, *attn_args):
+    def _fused_inference(self, x, hw_shape, attn_bias):
         attn = self.attn
-        x = linear_add(attn.attend(self.norm1(x), *attn_args), attn.proj, x)
+        x = linear_add(
+            attn.attend(self.norm1(x), hw_shape, attn_bias), attn.proj, x)
         hidden = self.norm2(x)
         act = self.mlp.act
         if isinstance(act, nn.GELU) and act.approximate == 'none':

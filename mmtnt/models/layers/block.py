@@ -22,12 +22,13 @@ class TransformerBlock(nn.Module):
     """A pre-norm transformer block: ``x + attn(norm1(x))``, then
     ``x + mlp(norm2(x))``, each branch with stochastic depth.
 
-    The attention is given, so one block serves every family: extra
-    arguments of :meth:`forward` (a token grid, an attention bias) go to it.
+    The attention is given, so one block serves every family: the token
+    grid and the attention bias of :meth:`forward` go to it.
 
     Args:
         embed_dims (int): Channels of the tokens.
-        attn (nn.Module): The attention, called as ``attn(x, *attn_args)``.
+        attn (nn.Module): The attention, called as
+            ``attn(x, hw_shape, attn_bias)``.
         mlp_ratio (float): MLP hidden channels over ``embed_dims``.
             Defaults to 4.
         drop_rate (float): Dropout rate after the MLP's layers.
@@ -67,6 +68,18 @@ class TransformerBlock(nn.Module):
         self.drop_path = DropPath(
             drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
-    def forward(self, x, *attn_args):
-        x = x + self.drop_path(self.attn(self.norm1(x), *attn_args))
+    def forward(self, x, hw_shape=None, attn_bias=None):
+        """Update tokens ``x`` (B, N, C).
+
+        Args:
+            x (Tensor): Tokens (B, N, C).
+            hw_shape (tuple[int, int], optional): Their grid (H, W), for
+                attentions that read the token map.
+            attn_bias (Tensor, optional): Added to the attention logits.
+
+        Returns:
+            Tensor: Tokens (B, N, C).
+        """
+        x = x + self.drop_path(
+            self.attn(self.norm1(x), hw_shape, attn_bias))
         return x + self.drop_path(self.mlp(self.norm2(x)))
