@@ -1,5 +1,4 @@
 """mmtnt: TNT, PyramidTNT and Twins backbones for OpenMMLab."""
-from .accel import accelerate_for_cpu
 from .utils import register_checkpoint_safe_globals
 from .version import __version__
 
@@ -9,3 +8,12 @@ from .version import __version__
 register_checkpoint_safe_globals()
 
 __all__ = ['__version__', 'accelerate_for_cpu']
+
+
+def __getattr__(name):
+    """``mmtnt.accelerate_for_cpu``, imported from :mod:`mmtnt.accel` on
+    first use: the plain models never load the accelerator."""
+    if name == 'accelerate_for_cpu':
+        from .accel import accelerate_for_cpu
+        return accelerate_for_cpu
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
