@@ -1,7 +1,10 @@
 """Helpers shared by the checkpoint converters."""
+import pickle
 import re
 
 import torch
+
+from mmtnt.utils import check_checkpoint_file
 
 
 def load_checkpoint_file(path, allow_pickle=False):
@@ -18,11 +21,18 @@ def load_checkpoint_file(path, allow_pickle=False):
 
     Returns:
         dict: The loaded object.
+
+    Raises:
+        CheckpointFileError: If the file is missing, truncated or not a
+            PyTorch checkpoint.
+        RuntimeError: If it holds pickled objects and ``allow_pickle`` is
+            not set.
     """
+    check_checkpoint_file(path)
     try:
         return torch.load(path, map_location='cpu',
                           weights_only=not allow_pickle)
-    except Exception as error:  # torch raises UnpicklingError or others
+    except pickle.UnpicklingError as error:  # weights_only refused a global
         if allow_pickle:
             raise
         raise RuntimeError(
