@@ -22,17 +22,14 @@ RECORD = ("custom_imports = dict(imports=['dense_test_hooks'])\n"
 
 
 @pytest.fixture(scope='module')
-def scenes(tmp_path_factory):
+def scenes(tmp_path_factory, fashion_mnist_source):
     """16 training and 4 validation scenes of each dataset."""
     path = TOOLS / 'dataset_converters' / 'make_demo_scenes.py'
     spec = importlib.util.spec_from_file_location('make_demo_scenes', path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     out = tmp_path_factory.mktemp('scenes')
-    try:
-        script.build(str(out), NUM_TRAIN, 4)
-    except FileNotFoundError as err:
-        pytest.skip(f'Fashion-MNIST is not available: {err}')
+    script.build(str(out), NUM_TRAIN, 4, src=fashion_mnist_source)
     return out
 
 

@@ -27,13 +27,11 @@ def script():
 
 
 @pytest.fixture(scope='module')
-def scenes(script, tmp_path_factory):
+def scenes(script, tmp_path_factory, fashion_mnist_source):
     """A small build of the demo scenes."""
     out = tmp_path_factory.mktemp('scenes')
-    try:
-        summary = script.build(str(out), NUM_TRAIN, NUM_VAL, seed=3)
-    except FileNotFoundError as err:
-        pytest.skip(f'Fashion-MNIST is not available: {err}')
+    summary = script.build(str(out), NUM_TRAIN, NUM_VAL, seed=3,
+                           src=fashion_mnist_source)
     assert summary is not None
     return out
 
