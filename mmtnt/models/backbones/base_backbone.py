@@ -197,6 +197,68 @@ class BaseBackbone(BaseModule):
         """
         raise NotImplementedError
 
+    #: Top-level modules and parameters (names in the backbone) that run
+    #: before the first block: depth 0 of :meth:`get_layer_depth`.
+    embedding_names = ()
+
+    @property
+    def num_blocks(self):
+        """The number of blocks built (all stages together)."""
+        raise NotImplementedError
+
+    def get_layer_depth(self, param_name, prefix=''):
+        """The layer-wise depth of a parameter, as mmpretrain's
+        ``VisionTransformer`` and ``SwinTransformer`` count it, for
+        layer-wise learning-rate decay (mmpretrain's
+        ``LearningRateDecayOptimWrapperConstructor``).
+
+        With ``n`` blocks built there are ``n + 2`` depths: 0 holds the
+        embeddings (:attr:`embedding_names`), 1 to ``n`` the blocks in the
+        order they run (:meth:`block_depth` places the other parameters of
+        a stage), and ``n + 1`` what follows the last block (final norms,
+        output layers) and every parameter outside the backbone (names not
+        starting with ``prefix``: necks and heads).
+
+        Args:
+            param_name (str): The parameter's name in the model.
+            prefix (str): The backbone's name in the model followed by a
+                dot, e.g. ``'backbone.'``. Defaults to ''.
+
+        Returns:
+            tuple[int, int]: The parameter's depth and the number of depths.
+
+        Examples:
+            >>> from mmtnt.models import TNT
+            >>> model = TNT(arch='s')
+            >>> model.get_layer_depth('backbone.cls_token', 'backbone.')
+            (0, 14)
+            >>> model.get_layer_depth('backbone.blocks.3.outer.norm1.weight',
+            ...                       'backbone.')
+            (4, 14)
+            >>> model.get_layer_depth('head.fc.weight', 'backbone.')
+            (13, 14)
+        """
+        num_layers = self.num_blocks + 2
+        if not param_name.startswith(prefix):
+            return num_layers - 1, num_layers
+        name = param_name[len(prefix):]
+        if name.split('.')[0] in self.embedding_names:
+            return 0, num_layers
+        depth = self.block_depth(name)
+        return (num_layers - 1 if depth is None else depth), num_layers
+
+    def block_depth(self, name):
+        """The depth of a backbone parameter that is not an embedding.
+
+        Args:
+            name (str): The parameter's name in the backbone.
+
+        Returns:
+            int | None: 0 to ``num_blocks``; None for what follows the last
+            block.
+        """
+        raise NotImplementedError
+
     def _check_frozen_stages(self, num_stages):
         if not -1 <= self.frozen_stages <= num_stages:
             raise ValueError(

@@ -472,6 +472,7 @@ class PyramidTNT(BaseBackbone):
     default_img_size = 256
     num_stages = 4
     out_types = ('avg_featmap', 'featmap')
+    embedding_names = ('stem', 'word_pos', 'sentence_pos')
     foreign_keys = r'(outer_pos|patch_embed\.|word_merges\.)'
     converter = 'pyramid_tnt2mmtnt.py'
 
@@ -640,6 +641,27 @@ class PyramidTNT(BaseBackbone):
             return 'norm'
         depth = self.arch_settings['depths'][last]
         return f'stages.{last}.blocks.{depth - 1}.outer'
+
+    @property
+    def num_blocks(self):
+        return sum(len(stage.blocks) for stage in self.stages)
+
+    def block_depth(self, name):
+        """Block ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is
+        the depth of the last block before the stage (0 for the first).
+        What stage ``i`` holds outside its blocks (the word and sentence
+        aggregations, the attention bias) is at ``d_i``, with the block
+        before it, as mmpretrain's Swin places its downsampling (the first
+        stage's bias with the embeddings); the final norm and the
+        upsampling layers after the blocks."""
+        parts = name.split('.')
+        if parts[0] != 'stages':
+            return None
+        i = int(parts[1])
+        before = sum(len(stage.blocks) for stage in self.stages[:i])
+        if parts[2] == 'blocks':
+            return before + int(parts[3]) + 1
+        return before
 
     def frozen_parts(self):
         parts = [self.stem, self.word_pos, self.sentence_pos, self.pos_drop]

@@ -268,6 +268,8 @@ class TNT(BaseBackbone):
     foreign_keys = r'(outer_pos|patch_pos|pixel_pos|layers\.0\.)'
     converter = 'tnt2mmtnt.py'
     num_extra_tokens = 1  # the class token
+    embedding_names = ('word_embed', 'word_pos', 'sentence_proj',
+                       'cls_token', 'sentence_pos')
 
     def __init__(self,
                  arch='s',
@@ -383,6 +385,18 @@ class TNT(BaseBackbone):
         if last == self.num_layers - 1 and self.final_norm:
             return 'norm'
         return f'blocks.{last}.outer'
+
+    @property
+    def num_blocks(self):
+        return len(self.blocks)
+
+    def block_depth(self, name):
+        """Block ``i`` at depth ``i + 1``; the final norm after the
+        blocks."""
+        parts = name.split('.')
+        if parts[0] == 'blocks':
+            return int(parts[1]) + 1
+        return None
 
     def frozen_parts(self):
         parts = [

@@ -334,6 +334,33 @@ class PCPVT(BaseBackbone):
             return f'stages.{last}.norm'
         return f'stages.{last}.blocks.{len(self.stages[last].blocks) - 1}'
 
+    @property
+    def num_blocks(self):
+        return sum(len(stage.blocks) for stage in self.stages)
+
+    def block_depth(self, name):
+        """Block ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is
+        the depth of the last block before the stage (0 for the first).
+        Stage ``i``'s patch embedding is at ``d_i``, with the block before
+        it, as mmpretrain's Swin places its downsampling (the first one with
+        the embeddings); the position encoding with the block it follows,
+        the stage's first; a stage's norm with its last block, but the last
+        built stage's (the final norm) after the blocks."""
+        parts = name.split('.')
+        if parts[0] != 'stages':
+            return None
+        i = int(parts[1])
+        before = sum(len(stage.blocks) for stage in self.stages[:i])
+        if parts[2] == 'patch_embed':
+            return before
+        if parts[2] == 'blocks':
+            return before + int(parts[3]) + 1
+        if parts[2] == 'pos_conv':
+            return before + 1
+        if parts[2] == 'norm' and i < len(self.stages) - 1:
+            return before + len(self.stages[i].blocks)
+        return None
+
     def frozen_parts(self):
         if self.frozen_stages == 0:
             return [self.stages[0].patch_embed]
