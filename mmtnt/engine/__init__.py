@@ -1,4 +1,7 @@
 from .compile_hook import CompileHook
+from .layer_decay import LayerDecayOptimWrapperConstructor
 from .optim_wrapper import CPUAmpOptimWrapper
 
-__all__ = ['CompileHook', 'CPUAmpOptimWrapper']
+__all__ = [
+    'CompileHook', 'CPUAmpOptimWrapper', 'LayerDecayOptimWrapperConstructor'
+]
