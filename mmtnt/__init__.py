@@ -1,4 +1,5 @@
 """mmtnt: TNT, PyramidTNT and Twins backbones for OpenMMLab."""
+from .hub import register_hub_scheme
 from .utils import register_checkpoint_safe_globals
 from .version import __version__
 
@@ -6,6 +7,9 @@ from .version import __version__
 # buffers; allow exactly those under torch's weights_only loading, so that
 # resuming works without switching that safety off.
 register_checkpoint_safe_globals()
+# `mmtnt://NAME` loads published weights by name wherever mmengine loads a
+# checkpoint (mmtnt.hub).
+register_hub_scheme()
 
 __all__ = ['__version__', 'accelerate_for_cpu']
 

@@ -1,0 +1,92 @@
+"""A local weights server and a patched model index for the hub tests."""
+import collections
+import hashlib
+import http.server
+import threading
+
+import pytest
+
+from mmtnt import hub
+
+
+class WeightsServer:
+    """Serves files the test adds, on 127.0.0.1, in a thread.
+
+    Attributes:
+        url (str): ``http://127.0.0.1:PORT``.
+        requests (Counter): GET requests by path.
+        truncated (set[str]): Paths answered with their full
+            ``Content-Length`` but half their bytes, then a closed
+            connection.
+    """
+
+    def __init__(self):
+        self.files = {}
+        self.requests = collections.Counter()
+        self.truncated = set()
+        self._server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
+                                                       self._handler())
+        self.url = f'http://127.0.0.1:{self._server.server_port}'
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05, ), daemon=True)
+        self._thread.start()
+
+    def add(self, url, data):
+        """Serve ``data`` as the mirror of ``url`` (``/HOST/PATH``).
+
+        Returns:
+            str: The SHA-256 of ``data``.
+        """
+        path = '/' + url.split('://', 1)[1]
+        self.files[path] = data
+        return hashlib.sha256(data).hexdigest()
+
+    def _handler(self):
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+
+            def do_GET(self):
+                server.requests[self.path] += 1
+                data = server.files.get(self.path)
+                if data is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                if self.path in server.truncated:
+                    data = data[:len(data) // 2]
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        return Handler
+
+    def close(self):
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def weights_server(tmp_path, monkeypatch):
+    """A :class:`WeightsServer` that every published address points at
+    (``MMTNT_WEIGHTS_MIRROR``), with an empty cache (``MMTNT_HOME``)."""
+    server = WeightsServer()
+    monkeypatch.setenv('MMTNT_WEIGHTS_MIRROR', server.url)
+    monkeypatch.setenv('MMTNT_HOME', str(tmp_path / 'mmtnt_home'))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def model_index(monkeypatch):
+    """The model index, to which a test adds entries (``index[name] =
+    entry``) and whose entries it may change, for this test only."""
+    index = {
+        name: dict(entry, sources=[dict(s) for s in entry['sources']])
+        for name, entry in hub.model_index().items()
+    }
+    monkeypatch.setattr(hub, 'model_index', lambda: index)
+    return index
