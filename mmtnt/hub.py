@@ -81,9 +81,9 @@ def model_index():
     Returns:
         dict[str, dict]: For each model: ``name``, ``config`` (an absolute
         path), ``family`` (its collection: ``TNT``, ``PyramidTNT`` or
-        ``Twins``), ``tasks`` (those of its results) and ``sources`` (each
-        a dict of ``name``, ``url`` and ``sha256``, None when not recorded;
-        the default first).
+        ``Twins``), ``tasks`` (those of its results, else of its training
+        data) and ``sources`` (each a dict of ``name``, ``url`` and
+        ``sha256``, None when not recorded; the default first).
 
     Examples:
         >>> from mmtnt.hub import model_index
@@ -113,13 +113,33 @@ def _index_entry(model, root):
         name=model['Name'],
         config=osp.join(root, model['Config']),
         family=model['In Collection'],
-        tasks=[result['Task'] for result in model.get('Results', [])],
+        tasks=_tasks(model),
         sources=[
             dict(
                 name=source['Name'],
                 url=source['Weights'],
                 sha256=source.get('SHA256')) for source in sources or []
         ])
+
+
+# The tasks of a model without published results, by its training data.
+DATA_TASKS = {
+    'ImageNet-1k': ['Image Classification'],
+    'COCO': ['Object Detection'],
+    'ADE20K': ['Semantic Segmentation'],
+}
+
+
+def _tasks(model):
+    """The tasks of a metafile model: those of its results, else those of
+    its training data (and instance segmentation for Mask R-CNN)."""
+    tasks = [result['Task'] for result in model.get('Results', [])]
+    if tasks:
+        return list(dict.fromkeys(tasks))
+    tasks = list(DATA_TASKS[model['Metadata']['Training Data']])
+    if 'Mask R-CNN' in model['Metadata'].get('Architecture', []):
+        tasks.append('Instance Segmentation')
+    return tasks
 
 
 def resolve(name):
