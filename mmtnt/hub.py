@@ -29,6 +29,7 @@ import importlib.abc
 import importlib.util
 import os
 import os.path as osp
+import pickle
 import shutil
 import sys
 import tempfile
@@ -49,6 +50,10 @@ FAMILIES = {
 # Hosts whose addresses are pages to click through, not files.
 PAGE_HOSTS = ('drive.google.com', 'pan.baidu.com')
 CHUNK = 1 << 20
+# Sources whose training-script files pickle arguments beside the weights
+# (docs/model_zoo.md): the hub loads with weights_only and refuses them;
+# by hand, the converter reads them with --allow-pickle.
+PICKLED = ('official', 'contrastive')
 
 
 class HubError(RuntimeError):
@@ -225,8 +230,9 @@ def manual_steps(entry, source):
             f"load_file; torch.save(load_file('{file_name}'), "
             "'model.pth')\"")
         file_name = 'model.pth'
-    steps.append(
-        f'python tools/model_converters/{script} {file_name} {dst}')
+    trusted = ' --allow-pickle' if source['name'] in PICKLED else ''
+    steps.append(f'python tools/model_converters/{script} {file_name} '
+                 f'{dst}{trusted}')
     lines = [f'  {i}. {step}' for i, step in enumerate(steps, 1)]
     return '\n'.join(['To do it by hand:'] + lines +
                      [f'then load {dst} in place of {SCHEME}{entry["name"]}.'])
@@ -281,12 +287,22 @@ def _download(url, dst, sha256=None, progress=True):
 
 def _read_source(path):
     """Load a downloaded file: safetensors, or a torch checkpoint with
-    ``weights_only``."""
+    ``weights_only``.
+
+    Raises:
+        ValueError: For a checkpoint that pickles more than tensors.
+    """
     if path.endswith('.safetensors'):
         from safetensors.torch import load_file
         return load_file(path)
-    from .converters import load_checkpoint_file
-    return load_checkpoint_file(path)
+    from .utils import check_checkpoint_file
+    check_checkpoint_file(path)
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError('it pickles objects other than tensors (training '
+                         'arguments), which mmtnt does not unpickle from a '
+                         'download') from None
 
 
 def _convert(entry, checkpoint):
@@ -342,9 +358,9 @@ def fetch_checkpoint(name, progress=True):
         try:
             checkpoint = _convert(entry, _read_source(raw))
         except Exception as error:
-            raise _fail(entry, source, f'the downloaded file could not be '
-                        f'read or converted ({type(error).__name__}: {error})'
-                        ) from None
+            what = str(error).replace(raw, file_name)
+            raise _fail(entry, source, 'the downloaded file could not be '
+                        f'read or converted: {what}') from None
         partial = osp.join(work, 'converted.pth')
         torch.save(checkpoint, partial)
         os.replace(partial, cached)

@@ -6,6 +6,7 @@ TNT and Twins (``model.safetensors`` on the Hugging Face hub, and ``.pth``),
 the official TNT ``.pth.tar`` and an mmseg Twins UperNet. Nothing is
 downloaded from the internet.
 """
+import argparse
 import io
 import socket
 from pathlib import Path
@@ -213,6 +214,7 @@ FAILURES = {
     'unreachable host': ('closed', 'Connection refused'),
     'not a checkpoint': ('garbage', 'could not be read or converted'),
     'web page': ('drive', 'a web page, not a file'),
+    'pickled arguments': ('pickled', '--allow-pickle'),
 }
 
 
@@ -238,8 +240,12 @@ def test_failures_give_one_clear_error(failure, weights_server, model_index,
         sha256 = weights_server.add(url, b'<html>not weights</html>')
     elif how == 'drive':
         url = 'https://drive.google.com/file/d/XYZ/view?usp=sharing'
+    elif how == 'pickled':  # as official training scripts save them
+        url = 'https://example.org/tnt/tnt_s_81.5.pth.tar'
+        sha256 = weights_server.add(
+            url, torch_bytes(dict(model={}, args=argparse.Namespace())))
     model_index['tnt-tiny'] = entry('tnt-tiny', TNT_CONFIG, 'TNT', url,
-                                    sha256)
+                                    sha256, source='official')
     model = build(TNT_CONFIG)
     with pytest.raises(hub.HubError) as info:
         load_checkpoint(model, 'mmtnt://tnt-tiny')
