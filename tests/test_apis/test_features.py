@@ -103,3 +103,10 @@ def test_demo_config_from_a_file_with_class_tokens(tmp_path, fashion_mnist):
     assert [t.shape for t in tokens] == [(g.channels, ) for g in grids]
     assert [m.shape for m in maps] == [(g.channels, *g.hw) for g in grids]
     assert [g.hw for g in grids] == [(4, 4)] * 2
+
+
+def test_names_are_mmtnt_model_index_names():
+    """A name goes to mmtnt's index, not mmpretrain's."""
+    with pytest.raises(ValueError, match="No model 'resnet50_8xb32_in1k' in "
+                       "mmtnt's model index"):
+        FeatureExtractor('resnet50_8xb32_in1k', pretrained=False)
