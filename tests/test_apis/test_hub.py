@@ -9,6 +9,8 @@ downloaded from the internet.
 import argparse
 import io
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -273,3 +275,31 @@ def test_names_sources_and_defaults(model_index):
     ]:
         with pytest.raises(hub.HubError, match=words):
             hub.resolve(name)
+
+
+def test_index_sources_are_well_formed():
+    """Every recorded source: a known family, unique names, an https
+    address, a hex SHA-256 (prefix); OpenMMLab's equals its file name's."""
+    for name, model in hub.model_index().items():
+        assert model['family'] in hub.FAMILIES, name
+        names = [source['name'] for source in model['sources']]
+        assert len(set(names)) == len(names), name
+        for source in model['sources']:
+            assert source['url'].startswith('https://'), (name, source)
+            sha256 = source['sha256']
+            if 'download.openmmlab.com' in source['url']:
+                assert sha256 == source['url'][-12:-4], (name, source)
+            if sha256 is not None:
+                int(sha256, 16)
+
+
+def test_scheme_registered_without_importing_the_runner():
+    """``import mmtnt`` leaves mmengine's runner unimported; importing it
+    later registers ``mmtnt://``."""
+    code = ('import sys, mmtnt\n'
+            "assert 'mmengine.runner' not in sys.modules\n"
+            'from mmengine.runner import CheckpointLoader\n'
+            "assert 'mmtnt://' in CheckpointLoader._schemes\n")
+    result = subprocess.run([sys.executable, '-c', code],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
