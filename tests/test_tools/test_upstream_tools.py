@@ -30,6 +30,9 @@ DEMOS = REPO / 'configs' / 'demo'
 FM_DEMO = DEMOS / 'tnt-demo_1xb128_fashion-mnist.py'
 DET_DEMO = DEMOS / 'retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 SEG_DEMO = DEMOS / 'upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
+# mmpretrain's FashionMNIST warns once per image it loads.
+pytestmark = pytest.mark.filterwarnings(
+    'ignore:__array__ implementation:DeprecationWarning')
 # Small subsets, loaded in this process.
 NUM_CLS, NUM_DENSE = 20, 4
 LOADERS = [
@@ -54,8 +57,11 @@ def upstream_tool(package, name):
 
 def run_script(script, *args):
     """Run ``script`` with ``args`` as its command line, in this process,
-    from the repository root."""
+    from the repository root; the default scope it sets is undone (also
+    in module fixtures, which tests/conftest.py's fixture does not see)."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DefaultScope, '_instance_dict',
+                      DefaultScope._instance_dict.copy())
         patch.setattr(sys, 'argv', [str(script), *map(str, args)])
         patch.setenv('LOCAL_RANK', '0')
         patch.chdir(REPO)
