@@ -1,5 +1,7 @@
 """mmtnt.apis.FeatureExtractor: every family's maps where its backbone
 declares them, from arrays and image files."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,9 @@ from tiny_backbones import (PYRAMID_TNT_TINY, SVT_TINY, TINY_BACKBONES,
 
 from mmtnt.apis.features import FeatureExtractor
 
-FM_DEMO = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
+FM_DEMO = str(
+    Path(__file__).parents[2] / 'configs' / 'demo' /
+    'tnt-demo_1xb128_fashion-mnist.py')
 # The tiny archs of tests/tiny_backbones.py, as config dicts.
 BACKBONES = {
     'TNT': dict(type='mmtnt.TNT', arch=TNT_TINY, img_size=64),
@@ -79,10 +83,10 @@ def test_maps_where_the_backbone_declares_them(family):
         torch.testing.assert_close(got, want[0])
 
 
-def test_demo_config_from_a_file_with_class_tokens(tmp_path, fashion_mnist):
+def test_demo_config_from_a_file_with_class_tokens(tmp_path):
     """The Fashion-MNIST demo: a grayscale PNG, resized to 32x32 by the
-    config's pipeline; TNT's class token (its default ``out_type``) and the
-    maps of the same blocks."""
+    config's pipeline (no data needed); TNT's class token (its default
+    ``out_type``) and the maps of the same blocks."""
     path = tmp_path / 'item.png'
     Image.fromarray(
         np.random.default_rng(0).integers(0, 256, (28, 28),
