@@ -23,8 +23,9 @@ from mmengine.registry import METRICS, RUNNERS
 from mmengine.runner import Runner
 
 from mmtnt.accel import accelerate_runner
-from mmtnt.utils import (CheckpointFileError, check_checkpoint_file,
-                         check_data_paths, checkpoint_to_load,
+from mmtnt.hub import HubError
+from mmtnt.utils import (CheckpointFileError, check_data_paths,
+                         checkpoint_to_load, prepare_checkpoint,
                          register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
@@ -236,8 +237,8 @@ def main():
     except FileNotFoundError as error:
         raise SystemExit(f'Error: {error}')
     try:
-        check_checkpoint_file(checkpoint_to_load(cfg))
-    except CheckpointFileError as error:
+        prepare_checkpoint(checkpoint_to_load(cfg))
+    except (CheckpointFileError, HubError) as error:
         raise SystemExit(f'tools/test.py: {error}')
 
     dump_metric = None

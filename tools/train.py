@@ -23,8 +23,9 @@ from mmengine.runner import Runner
 
 from mmtnt.accel import accelerate_runner
 from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
-from mmtnt.utils import (CheckpointFileError, check_checkpoint_file,
-                         check_data_paths, checkpoint_to_load,
+from mmtnt.hub import HubError
+from mmtnt.utils import (CheckpointFileError, check_data_paths,
+                         checkpoint_to_load, prepare_checkpoint,
                          register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
@@ -188,8 +189,8 @@ def main():
     except FileNotFoundError as error:
         raise SystemExit(f'Error: {error}')
     try:
-        check_checkpoint_file(checkpoint_to_load(cfg))
-    except CheckpointFileError as error:
+        prepare_checkpoint(checkpoint_to_load(cfg))
+    except (CheckpointFileError, HubError) as error:
         raise SystemExit(f'tools/train.py: {error}')
 
     setup_cpu_distributed(cfg)

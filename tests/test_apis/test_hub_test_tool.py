@@ -61,3 +61,19 @@ def test_tools_test_py_loads_by_name(weights_server, tmp_path):
     for key, value in manual.items():
         assert torch.equal(cached['state_dict'][key], value), key
     assert sum(weights_server.requests.values()) == 1
+
+
+def test_tools_test_py_says_what_failed_in_one_line(weights_server,
+                                                    tmp_path):
+    """Nothing served: tools/test.py stops before building the runner,
+    with the hub's message and no traceback."""
+    write_images(tmp_path / 'data', 4, seed=0)
+    config = tmp_path / 'config.py'
+    config.write_text(CONFIG.format(root=tmp_path / 'data'))
+
+    result = run_tool('test.py', config, f'mmtnt://{NAME}', '--work-dir',
+                      tmp_path / 'work')
+    assert result.returncode != 0
+    assert 'Traceback' not in result.stderr
+    assert 'tools/test.py:' in result.stderr and NAME in result.stderr
+    assert 'HTTP 404' in result.stderr
