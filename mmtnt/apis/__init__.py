@@ -1,10 +1,12 @@
-"""Inference on images with mmtnt models, for the three tasks, and models
-by name (``list_models``, ``get_model``, ``inference_model``)."""
+"""Inference on images with mmtnt models, for the three tasks, models by
+name (``list_models``, ``get_model``, ``inference_model``) and their feature
+maps (``FeatureExtractor``)."""
+from .features import FeatureExtractor
 from .inference import (ClassificationInferencer, build_inferencer,
                         summarize_prediction)
 from .model import get_model, inference_model, list_models
 
 __all__ = [
-    'ClassificationInferencer', 'build_inferencer', 'get_model',
-    'inference_model', 'list_models', 'summarize_prediction'
+    'ClassificationInferencer', 'FeatureExtractor', 'build_inferencer',
+    'get_model', 'inference_model', 'list_models', 'summarize_prediction'
 ]

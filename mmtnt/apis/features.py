@@ -40,7 +40,7 @@ class FeatureExtractor(MMPretrainFeatureExtractor):
 
     Examples:
         >>> import numpy as np
-        >>> from mmtnt.apis.features import FeatureExtractor
+        >>> from mmtnt.apis import FeatureExtractor
         >>> extractor = FeatureExtractor(
         ...     'twins-pcpvt-small_8xb128_in1k', pretrained=False,
         ...     backbone=dict(out_indices=(0, 1, 2, 3), out_type='featmap'))

@@ -10,7 +10,7 @@ from PIL import Image
 from tiny_backbones import (PYRAMID_TNT_TINY, SVT_TINY, TINY_BACKBONES,
                             TNT_TINY, TWINS_TINY)
 
-from mmtnt.apis.features import FeatureExtractor
+from mmtnt.apis import FeatureExtractor
 
 FM_DEMO = str(
     Path(__file__).parents[2] / 'configs' / 'demo' /
