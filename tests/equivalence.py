@@ -21,3 +21,26 @@ def max_relative_error(actual, expected):
     """Largest absolute difference over the largest expected magnitude."""
     return ((actual - expected).abs().max() /
             expected.abs().max().clamp_min(1e-12)).item()
+
+
+def official_tnt_layout(timm_state_dict):
+    """Rewrite timm TNT weights in the official repository's key layout
+    (the inverse of timm's ``checkpoint_filter_fn``)."""
+    renames = [('patch_pos', 'outer_pos'), ('pixel_embed', 'patch_embed'),
+               ('norm1_proj', 'proj_norm1'), ('norm2_proj', 'proj_norm2'),
+               ('norm_mlp_in', 'inner_norm2'), ('norm_in', 'inner_norm1'),
+               ('attn_in', 'inner_attn'), ('mlp_in', 'inner_mlp'),
+               ('norm_out', 'outer_norm1'), ('attn_out', 'outer_attn'),
+               ('norm_mlp', 'outer_norm2'), ('.mlp.', '.outer_mlp.')]
+    official = {}
+    for key, value in timm_state_dict.items():
+        if key == 'pixel_pos':
+            official['inner_pos'] = value.flatten(2).transpose(1, 2)
+            continue
+        for old, new in renames:
+            key = key.replace(old, new)
+        official[key] = value
+    num_patches = official['outer_pos'].shape[1] - 1
+    official['outer_tokens'] = torch.zeros(1, num_patches,
+                                           official['outer_pos'].shape[-1])
+    return official

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from equivalence import max_relative_error, randomize_
+from equivalence import max_relative_error, official_tnt_layout, randomize_
 from mmengine.config import Config
 from mmengine.hub import get_config
 from mmengine.registry import MODELS, DefaultScope
@@ -64,29 +64,6 @@ def timm_svt():
         sr_ratios=SVT_ARCH['sr_ratios'], wss=SVT_ARCH['window_sizes'],
         num_classes=2)
     return randomize_(model, seed=0).eval()
-
-
-def official_tnt(timm_state_dict):
-    """timm TNT weights in the official release's key layout (the inverse
-    of timm's ``checkpoint_filter_fn``)."""
-    renames = [('patch_pos', 'outer_pos'), ('pixel_embed', 'patch_embed'),
-               ('norm1_proj', 'proj_norm1'), ('norm2_proj', 'proj_norm2'),
-               ('norm_mlp_in', 'inner_norm2'), ('norm_in', 'inner_norm1'),
-               ('attn_in', 'inner_attn'), ('mlp_in', 'inner_mlp'),
-               ('norm_out', 'outer_norm1'), ('attn_out', 'outer_attn'),
-               ('norm_mlp', 'outer_norm2'), ('.mlp.', '.outer_mlp.')]
-    official = {}
-    for key, value in timm_state_dict.items():
-        if key == 'pixel_pos':
-            official['inner_pos'] = value.flatten(2).transpose(1, 2)
-            continue
-        for old, new in renames:
-            key = key.replace(old, new)
-        official[key] = value
-    patches = official['outer_pos'].shape[1] - 1
-    official['outer_tokens'] = torch.zeros(1, patches,
-                                           official['outer_pos'].shape[-1])
-    return official
 
 
 def torch_bytes(obj):
@@ -139,7 +116,7 @@ CASES = {
                              'model.safetensors'),
     'tnt-timm-pth': ('TNT', timm_tnt, torch_bytes, 'tnt.pth'),
     'tnt-official-pth-tar': ('TNT', timm_tnt,
-                             lambda sd: torch_bytes(official_tnt(sd)),
+                             lambda sd: torch_bytes(official_tnt_layout(sd)),
                              'tnt_s_81.5.pth.tar'),
     'svt-timm-safetensors': ('Twins', timm_svt, safetensors_bytes,
                              'model.safetensors'),

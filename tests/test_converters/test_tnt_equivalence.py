@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-from equivalence import max_relative_error, randomize_
+from equivalence import max_relative_error, official_tnt_layout, randomize_
 from mmengine.runner import load_checkpoint
 
 from mmtnt.converters import convert_tnt, detect_tnt_format
@@ -49,29 +49,6 @@ def timm_model(name, seed=0):
     return randomize_(timm.create_model(name, pretrained=False), seed).eval()
 
 
-def official_layout(timm_state_dict):
-    """Rewrite timm TNT weights in the official repository's key layout
-    (the inverse of timm's ``checkpoint_filter_fn``)."""
-    renames = [('patch_pos', 'outer_pos'), ('pixel_embed', 'patch_embed'),
-               ('norm1_proj', 'proj_norm1'), ('norm2_proj', 'proj_norm2'),
-               ('norm_mlp_in', 'inner_norm2'), ('norm_in', 'inner_norm1'),
-               ('attn_in', 'inner_attn'), ('mlp_in', 'inner_mlp'),
-               ('norm_out', 'outer_norm1'), ('attn_out', 'outer_attn'),
-               ('norm_mlp', 'outer_norm2'), ('.mlp.', '.outer_mlp.')]
-    official = {}
-    for key, value in timm_state_dict.items():
-        if key == 'pixel_pos':
-            official['inner_pos'] = value.flatten(2).transpose(1, 2)
-            continue
-        for old, new in renames:
-            key = key.replace(old, new)
-        official[key] = value
-    num_patches = official['outer_pos'].shape[1] - 1
-    official['outer_tokens'] = torch.zeros(1, num_patches,
-                                           official['outer_pos'].shape[-1])
-    return official
-
-
 @pytest.mark.parametrize('name', list(TIMM_VARIANTS))
 def test_timm_equivalence(name):
     reference = timm_model(name)
@@ -89,7 +66,7 @@ def test_timm_equivalence(name):
 def test_official_layout_equivalence():
     from timm.models.tnt import checkpoint_filter_fn
     reference = timm_model('tnt_s_patch16_224', seed=3)
-    official = official_layout(reference.state_dict())
+    official = official_tnt_layout(reference.state_dict())
     assert detect_tnt_format(official) == 'official'
     # The rewritten dict is a faithful official checkpoint: timm's own
     # filter maps it back onto timm's model exactly.
