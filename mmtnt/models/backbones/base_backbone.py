@@ -204,7 +204,7 @@ class BaseBackbone(BaseModule):
     @property
     def num_blocks(self):
         """The number of blocks built (all stages together)."""
-        raise NotImplementedError
+        return sum(len(stage.blocks) for stage in self.stages)
 
     def get_layer_depth(self, param_name, prefix=''):
         """The layer-wise depth of a parameter, as mmpretrain's

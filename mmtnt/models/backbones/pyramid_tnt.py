@@ -642,10 +642,6 @@ class PyramidTNT(BaseBackbone):
         depth = self.arch_settings['depths'][last]
         return f'stages.{last}.blocks.{depth - 1}.outer'
 
-    @property
-    def num_blocks(self):
-        return sum(len(stage.blocks) for stage in self.stages)
-
     def block_depth(self, name):
         """Block ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is
         the depth of the last block before the stage (0 for the first).

@@ -334,10 +334,6 @@ class PCPVT(BaseBackbone):
             return f'stages.{last}.norm'
         return f'stages.{last}.blocks.{len(self.stages[last].blocks) - 1}'
 
-    @property
-    def num_blocks(self):
-        return sum(len(stage.blocks) for stage in self.stages)
-
     def block_depth(self, name):
         """Block ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is
         the depth of the last block before the stage (0 for the first).
