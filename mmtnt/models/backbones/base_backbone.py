@@ -198,8 +198,17 @@ class BaseBackbone(BaseModule):
         raise NotImplementedError
 
     #: Top-level modules and parameters (names in the backbone) that run
-    #: before the first block: depth 0 of :meth:`get_layer_depth`.
+    #: before the first block: depth 0 of :meth:`get_layer_depth`, and what
+    #: ``frozen_stages=0`` freezes where the model lists them.
     embedding_names = ()
+
+    def embedding_parts(self):
+        """The modules and parameters named in :attr:`embedding_names`.
+
+        Returns:
+            list[nn.Module | nn.Parameter]
+        """
+        return [getattr(self, name) for name in self.embedding_names]
 
     @property
     def num_blocks(self):

@@ -472,7 +472,7 @@ class PyramidTNT(BaseBackbone):
     default_img_size = 256
     num_stages = 4
     out_types = ('avg_featmap', 'featmap')
-    embedding_names = ('stem', 'word_pos', 'sentence_pos')
+    embedding_names = ('stem', 'word_pos', 'sentence_pos', 'pos_drop')
     foreign_keys = r'(outer_pos|patch_embed\.|word_merges\.)'
     converter = 'pyramid_tnt2mmtnt.py'
 
@@ -660,7 +660,7 @@ class PyramidTNT(BaseBackbone):
         return before
 
     def frozen_parts(self):
-        parts = [self.stem, self.word_pos, self.sentence_pos, self.pos_drop]
+        parts = self.embedding_parts()
         parts += self.stages[:self.frozen_stages]
         if self.frozen_stages == self.num_stages:
             parts.append(self.norm)

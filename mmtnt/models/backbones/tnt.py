@@ -269,7 +269,7 @@ class TNT(BaseBackbone):
     converter = 'tnt2mmtnt.py'
     num_extra_tokens = 1  # the class token
     embedding_names = ('word_embed', 'word_pos', 'sentence_proj',
-                       'cls_token', 'sentence_pos')
+                       'cls_token', 'sentence_pos', 'drop_after_pos')
 
     def __init__(self,
                  arch='s',
@@ -399,10 +399,7 @@ class TNT(BaseBackbone):
         return None
 
     def frozen_parts(self):
-        parts = [
-            self.word_embed, self.word_pos, self.sentence_proj, self.cls_token,
-            self.sentence_pos, self.drop_after_pos
-        ]
+        parts = self.embedding_parts()
         parts += self.blocks[:self.frozen_stages]
         if self.frozen_stages == self.num_layers:
             parts.append(self.norm)
