@@ -295,11 +295,12 @@ def _read_source(path):
     if path.endswith('.safetensors'):
         from safetensors.torch import load_file
         return load_file(path)
-    from .utils import check_checkpoint_file
-    check_checkpoint_file(path)
+    from .converters.common import load_checkpoint_file
     try:
-        return torch.load(path, map_location='cpu', weights_only=True)
-    except pickle.UnpicklingError:
+        return load_checkpoint_file(path)
+    except RuntimeError as error:
+        if not isinstance(error.__cause__, pickle.UnpicklingError):
+            raise
         raise ValueError('it pickles objects other than tensors (training '
                          'arguments), which mmtnt does not unpickle from a '
                          'download') from None
