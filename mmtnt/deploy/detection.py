@@ -1,0 +1,312 @@
+"""mmdet detectors as graphs that end in their detections, for ONNX.
+
+:class:`DetectorGraph` runs a detector on one preprocessed image and
+returns what mmdet's ``predict(inputs, data_samples, rescale=False)``
+returns for it (``img_shape`` the input size, ``scale_factor`` 1): boxes,
+scores, labels and, for Mask R-CNN, masks. The dense heads' post-processing
+is written here with ops that ``torch.export`` traces at symbolic input
+sizes and that the ONNX exporter translates to standard operators:
+``torchvision.ops.nms`` becomes ``NonMaxSuppression``; the anchors are
+computed from the feature-map sizes inside the graph.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torchvision
+
+#: The dense heads whose outputs :func:`dense_head_detections` decodes.
+DENSE_HEADS = ('RetinaHead', )
+#: The box coder the dense heads must use.
+BOX_CODER = 'DeltaXYWHBBoxCoder'
+#: The widest width/height ratio change of a decoded box: the default of
+#: ``DeltaXYWHBBoxCoder.decode``, which mmdet's heads keep.
+WH_RATIO_CLIP = 16 / 1000
+
+
+def level_scores(head, cls_score):
+    """One level's class scores of one image, (num_priors, num_classes).
+
+    Args:
+        head (nn.Module): An mmdet anchor head (``use_sigmoid_cls``,
+            ``cls_out_channels``).
+        cls_score (Tensor): Its output for the level, (A * C, H, W).
+
+    Returns:
+        Tensor: Sigmoid scores, or softmax ones without the background.
+    """
+    logits = cls_score.permute(1, 2, 0).reshape(-1, head.cls_out_channels)
+    if head.use_sigmoid_cls:
+        return logits.sigmoid()
+    return logits.softmax(-1)[:, :-1]
+
+
+def level_deltas(bbox_pred):
+    """One level's box deltas of one image, (A * H * W, 4), in the order of
+    the priors."""
+    return bbox_pred.permute(1, 2, 0).reshape(-1, 4)
+
+
+def top_candidates(scores, count):
+    """The ``count`` highest of ``scores`` (all of them if fewer).
+
+    Args:
+        scores (Tensor): Any shape; it is flattened.
+        count (int): At most this many; -1 or 0 for all, as mmdet's
+            ``nms_pre``.
+
+    Returns:
+        tuple[Tensor, Tensor]: The scores in decreasing order and their
+        indices into the flattened ``scores``.
+
+    Examples:
+        >>> scores = torch.tensor([[.125, .75], [.5, .25]])
+        >>> top, index = top_candidates(scores, 3)
+        >>> top.tolist(), index.tolist()
+        ([0.75, 0.5, 0.25], [1, 2, 3])
+    """
+    scores = scores.reshape(-1)
+    if 0 < count < scores.shape[0]:
+        return scores.topk(count)
+    return scores.sort(descending=True)
+
+
+def decode_boxes(coder, priors, deltas, img_shape):
+    """Boxes from priors and deltas as mmdet's ``DeltaXYWHBBoxCoder``
+    decodes them with ``max_shape=img_shape``: width and height changes
+    clamped at :data:`WH_RATIO_CLIP`, then the boxes clipped to the image.
+
+    Args:
+        coder (DeltaXYWHBBoxCoder): The head's box coder.
+        priors (Tensor): (N, 4) xyxy.
+        deltas (Tensor): (N, 4).
+        img_shape (tuple): Height and width (ints or symbolic sizes).
+
+    Returns:
+        Tensor: (N, 4) xyxy.
+
+    Examples:
+        >>> from mmdet.models.task_modules import DeltaXYWHBBoxCoder
+        >>> decode_boxes(DeltaXYWHBBoxCoder(), torch.tensor([[0., 0, 8, 8]]),
+        ...              torch.tensor([[0.5, 0, 0, 0]]), (10, 10)).tolist()
+        [[4.0, 0.0, 10.0, 8.0]]
+    """
+    if type(coder).__name__ != BOX_CODER or coder.add_ctr_clamp:
+        raise ValueError(f'Only {BOX_CODER} (without add_ctr_clamp) is '
+                         f'exported, got {type(coder).__name__}.')
+    deltas = deltas * deltas.new_tensor(coder.stds) + deltas.new_tensor(
+        coder.means)
+    centers = (priors[:, :2] + priors[:, 2:]) * 0.5
+    sizes = priors[:, 2:] - priors[:, :2]
+    max_ratio = abs(math.log(WH_RATIO_CLIP))
+    centers = centers + sizes * deltas[:, :2]
+    sizes = sizes * deltas[:, 2:].clamp(min=-max_ratio, max=max_ratio).exp()
+    boxes = torch.cat([centers - sizes * 0.5, centers + sizes * 0.5], dim=-1)
+    if not coder.clip_border:
+        return boxes
+    height, width = img_shape
+    limits = torch.stack([
+        torch.full((), width), torch.full((), height),
+        torch.full((), width), torch.full((), height)
+    ]).to(boxes.dtype)
+    return torch.minimum(boxes.clamp(min=0), limits)
+
+
+def nms_by_group(boxes, scores, groups, nms_cfg):
+    """mmcv's ``batched_nms``: NMS within each group (class or level),
+    through one NMS on boxes shifted apart by group.
+
+    Args:
+        boxes (Tensor): (N, 4) xyxy, N may be 0.
+        scores (Tensor): (N, ).
+        groups (Tensor): (N, ) int64.
+        nms_cfg (dict): ``iou_threshold``, ``type`` ('nms') and
+            ``class_agnostic``, as in mmdet's test configs.
+
+    Returns:
+        Tensor: Indices of the kept boxes, by decreasing score.
+    """
+    nms_cfg = dict(nms_cfg)
+    if nms_cfg.pop('type', 'nms') != 'nms':
+        raise ValueError('Only plain NMS (type="nms") is exported.')
+    if not nms_cfg.pop('class_agnostic', False):
+        # As mmcv: the largest coordinate plus 1 apart (0 for no boxes).
+        top = torch.cat([boxes.reshape(-1), boxes.new_zeros(1)]).max()
+        boxes = boxes + (groups.to(boxes) * (top + 1))[:, None]
+    return torchvision.ops.nms(boxes, scores, nms_cfg['iou_threshold'])
+
+
+def keep_large(boxes, min_size, *values):
+    """Drop the boxes not wider and higher than ``min_size`` (nothing when
+    it is negative), with the matching rows of ``values``."""
+    if min_size < 0:
+        return (boxes, *values)
+    sizes = boxes[:, 2:] - boxes[:, :2]
+    large = (sizes > min_size).all(dim=1)
+    return tuple(v[large] for v in (boxes, *values))
+
+
+def head_candidates(head, cls_scores, bbox_preds, nms_pre):
+    """The ``nms_pre`` best (prior, class) scores of each level of a dense
+    head, in one image, with their priors and deltas.
+
+    The priors are made from the feature-map sizes, by the head's prior
+    generator.
+
+    Args:
+        head (nn.Module): An mmdet anchor head.
+        cls_scores (list[Tensor]): Its class logits per level,
+            (1, A * C, H, W).
+        bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
+        nms_pre (int): Candidates per level; -1 for all.
+
+    Returns:
+        tuple[Tensor]: Over all levels: scores, classes (int64), levels
+        (int64), priors (M, 4) and deltas (M, 4).
+    """
+    mlvl_priors = head.prior_generator.grid_priors(
+        [score.shape[-2:] for score in cls_scores],
+        device=cls_scores[0].device)
+    found = [], [], [], [], []
+    for level, (cls_score, bbox_pred, priors) in enumerate(
+            zip(cls_scores, bbox_preds, mlvl_priors)):
+        scores = level_scores(head, cls_score[0])
+        top, index = top_candidates(scores, nms_pre)
+        num_classes = scores.shape[1]
+        prior = torch.div(index, num_classes, rounding_mode='floor')
+        values = (top, index % num_classes, torch.full_like(index, level),
+                  priors[prior], level_deltas(bbox_pred[0])[prior])
+        for values_so_far, value in zip(found, values):
+            values_so_far.append(value)
+    return tuple(torch.cat(values) for values in found)
+
+
+def dense_head_detections(head, cls_scores, bbox_preds, img_shape, cfg=None):
+    """A dense head's detections in one image, as mmdet's
+    ``BaseDenseHead.predict_by_feat`` (``rescale=False``, with NMS).
+
+    Per level the ``nms_pre`` best (prior, class) scores are kept, then
+    those above ``score_thr``; their boxes are decoded, NMS is applied per
+    class and the ``max_per_img`` best are returned.
+
+    Args:
+        head (nn.Module): An mmdet anchor head (RetinaHead).
+        cls_scores (list[Tensor]): Its class logits per level,
+            (1, A * C, H, W).
+        bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
+        img_shape (tuple): Height and width of the input.
+        cfg (dict, optional): The test config. Defaults to the head's.
+
+    Returns:
+        tuple[Tensor, Tensor, Tensor]: Boxes (K, 4) xyxy, scores (K, ) by
+        decreasing score and labels (K, ) int64.
+    """
+    cfg = head.test_cfg if cfg is None else cfg
+    scores, labels, _, priors, deltas = head_candidates(
+        head, cls_scores, bbox_preds, cfg.get('nms_pre', -1))
+    above = scores > cfg.get('score_thr', 0)
+    scores, labels, priors, deltas = (
+        value[above] for value in (scores, labels, priors, deltas))
+    boxes = decode_boxes(head.bbox_coder, priors, deltas, img_shape)
+    boxes, scores, labels = keep_large(boxes, cfg.get('min_bbox_size', -1),
+                                       scores, labels)
+    keep = nms_by_group(boxes, scores, labels, cfg.nms)[:cfg.max_per_img]
+    return boxes[keep], scores[keep], labels[keep]
+
+
+def rpn_proposals(head, cls_scores, bbox_preds, img_shape, cfg):
+    """An RPN head's proposals in one image, as mmdet's
+    ``RPNHead._predict_by_feat_single`` (``rescale=False``).
+
+    Per level the ``nms_pre`` best anchors are decoded; boxes not larger
+    than ``min_bbox_size`` are dropped, NMS is applied per level and the
+    ``max_per_img`` best are kept.
+
+    Args:
+        head (nn.Module): An mmdet ``RPNHead``.
+        cls_scores (list[Tensor]): Its objectness logits per level,
+            (1, A, H, W).
+        bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
+        img_shape (tuple): Height and width of the input.
+        cfg (dict): The RPN's test config (``test_cfg.rpn``).
+
+    Returns:
+        tuple[Tensor, Tensor]: Proposals (K, 4) xyxy and their scores (K, ),
+        by decreasing score.
+    """
+    scores, _, levels, priors, deltas = head_candidates(
+        head, cls_scores, bbox_preds, cfg.get('nms_pre', -1))
+    boxes = decode_boxes(head.bbox_coder, priors, deltas, img_shape)
+    boxes, scores, levels = keep_large(boxes, cfg.get('min_bbox_size', -1),
+                                       scores, levels)
+    keep = nms_by_group(boxes, scores, levels, cfg.nms)[:cfg.max_per_img]
+    return boxes[keep], scores[keep]
+
+
+class DetectorGraph(nn.Module):
+    """What is exported of an mmdet detector: one preprocessed image ->
+    its detections.
+
+    Args:
+        detector (nn.Module): An mmdet ``RetinaNet`` (a single-stage
+            detector with a RetinaHead) or ``MaskRCNN`` (RPNHead and
+            StandardRoIHead).
+
+    Examples:
+        >>> from mmengine.config import Config
+        >>> from mmengine.registry import MODELS, init_default_scope
+        >>> init_default_scope('mmdet')
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py')
+        >>> graph = DetectorGraph(MODELS.build(cfg.model).eval())
+        >>> boxes, scores, labels = graph(torch.rand(1, 3, 96, 128))
+        >>> boxes.shape[1], scores.dtype, labels.dtype
+        (4, torch.float32, torch.int64)
+    """
+
+    def __init__(self, detector):
+        super().__init__()
+        check_detector(detector)
+        self.detector = detector
+        self.two_stage = hasattr(detector, 'roi_head')
+        self.output_names = ('boxes', 'scores', 'labels')
+        if self.two_stage and detector.roi_head.with_mask:
+            self.output_names += ('masks', )
+
+    def forward(self, inputs):
+        img_shape = inputs.shape[2:]
+        feats = self.detector.extract_feat(inputs)
+        if not self.two_stage:
+            head = self.detector.bbox_head
+            return dense_head_detections(head, *head(feats), img_shape)
+        from .roi_heads import roi_head_predictions
+        rpn_head = self.detector.rpn_head
+        proposals, _ = rpn_proposals(rpn_head, *rpn_head(feats), img_shape,
+                                     self.detector.test_cfg.rpn)
+        results = roi_head_predictions(self.detector.roi_head, feats,
+                                       proposals, img_shape)
+        return tuple(results[name] for name in self.output_names)
+
+
+def check_detector(detector):
+    """Raise a ValueError unless ``detector`` is one that
+    :class:`DetectorGraph` exports: a single-stage detector with a
+    RetinaHead, or a two-stage one with an RPNHead and a StandardRoIHead.
+    """
+    supported = ('RetinaNet-like single-stage detectors (RetinaHead) and '
+                 'Mask R-CNN / Faster R-CNN (RPNHead + StandardRoIHead)')
+    head = getattr(detector, 'bbox_head', None)
+    if head is not None and type(head).__name__ in DENSE_HEADS:
+        return
+    rpn_head = getattr(detector, 'rpn_head', None)
+    roi_head = getattr(detector, 'roi_head', None)
+    if (type(rpn_head).__name__ == 'RPNHead'
+            and type(roi_head).__name__ == 'StandardRoIHead'):
+        return
+    parts = [
+        type(part).__name__ for part in (head, rpn_head, roi_head)
+        if part is not None
+    ]
+    raise ValueError(f'Cannot export a {type(detector).__name__} '
+                     f'({", ".join(parts) or "no heads"}): this tool '
+                     f'exports {supported}.')
