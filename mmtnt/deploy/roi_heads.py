@@ -138,13 +138,13 @@ def extract_roi_feats(extractor, feats, rois):
 def _decode_boxes(bbox_head, proposals, bbox_pred, img_shape):
     """The bbox head's boxes per class, (P, num_classes, 4), clamped to the
     image by the head's coder."""
-    num_rois = proposals.size(0)
+    num_rois, num_reg = proposals.size(0), bbox_pred.size(1) // 4
     boxes = bbox_head.bbox_coder.decode(
-        proposals.repeat_interleave(bbox_pred.size(1) // 4, dim=0),
+        proposals.repeat_interleave(num_reg, dim=0),
         bbox_pred.reshape(-1, 4),
         max_shape=img_shape)
-    return boxes.reshape(num_rois, -1, 4).expand(num_rois,
-                                                 bbox_head.num_classes, 4)
+    return boxes.reshape(num_rois, num_reg, 4).expand(
+        num_rois, bbox_head.num_classes, 4)
 
 
 def multiclass_nms(boxes, scores, score_thr, iou_threshold, max_per_img):
