@@ -11,7 +11,8 @@
 * The tool run as a user does on the UperNet demo segmentor with a
   checkpoint (``--dynamic-export --verify``), then its graph checked at
   more sizes in-process.
-* Clear errors: detectors, a missing checkpoint, an input too small.
+* Clear errors: unsupported detectors, a missing checkpoint, an input too
+  small.
 * The graph-friendly adaptive pooling against PyTorch's.
 """
 import pytest
@@ -152,11 +153,18 @@ def run_main(tool, argv):
 
 def test_clear_errors(tool, tmp_path):
     onnx_file = str(tmp_path / 'x.onnx')
+    # Detectors: RetinaNet and Mask R-CNN's heads only.
     message = run_main(tool, [
-        DET_CONFIG, '--output-file', onnx_file, '--shape', '128', '128'
+        DET_CONFIG, '--output-file', onnx_file, '--shape', '128', '128',
+        '--cfg-options', 'model.bbox_head.type=ATSSHead'
     ])
-    assert 'Detectors are not exported' in message
-    assert 'MMDeploy' in message
+    assert 'Cannot export a RetinaNet (ATSSHead)' in message
+    assert 'RetinaHead' in message and 'StandardRoIHead' in message
+    message = run_main(tool, [
+        DET_CONFIG, '--output-file', onnx_file, '--shape', '128', '128',
+        '--batch-size', '2'
+    ])
+    assert '--batch-size must be 1' in message
 
     message = run_main(tool, [
         SEG_CONFIG,

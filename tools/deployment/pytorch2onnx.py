@@ -1,5 +1,5 @@
-"""Export an mmtnt classifier or segmentor to ONNX, and check the graph with
-ONNX Runtime.
+"""Export an mmtnt classifier, segmentor or detector to ONNX, and check the
+graph with ONNX Runtime.
 
 What the graph computes:
 
@@ -13,7 +13,14 @@ What the graph computes:
   i.e. ``model.encode_decode`` (the decode head's logits resized
   bilinearly to the input), what ``test_cfg=dict(mode='whole')`` inference
   computes before the arg-max. Sliding-window inference is not part of the
-  graph.
+  graph;
+- detectors (mmdet RetinaNet, and Mask R-CNN / Faster R-CNN: RPNHead with a
+  StandardRoIHead; ``default_scope='mmdet'``): one image (1, C, H, W) ->
+  its detections after post-processing, ``boxes`` (K, 4) xyxy in input
+  pixels, ``scores`` (K, ) by decreasing score, ``labels`` (K, ) int64 and,
+  for Mask R-CNN, ``masks`` (K, H, W) at the input size, as mmdet's
+  ``predict(..., rescale=False)`` with the input size as ``img_shape``
+  (:class:`mmtnt.deploy.DetectorGraph`). The batch is always 1.
 
 The input is the image as the model receives it (N, C, H, W) in float32:
 already normalised by the config's data preprocessor (``(img - mean) /
@@ -38,8 +45,17 @@ at the export size and, with ``--dynamic-export``, at a second size and
 batch, and compares with PyTorch: the relative difference
 ``max|onnx - torch| / max|torch|`` must not exceed ``--tolerance``.
 
-Detectors are not exported: their post-processing (RoI Align, NMS) needs
-custom ONNX operators; MMDeploy covers them for mmdet models.
+For detectors the graph holds the box decoding, NMS (ONNX
+``NonMaxSuppression``) and, for Mask R-CNN, ``RoiAlign`` and the mask
+pasting, all standard ONNX operators; ``--dynamic-export`` makes height and
+width dynamic (not the batch). ``--verify`` compares ONNX Runtime with
+mmdet's own eager ``predict`` (mmcv's NMS and RoIAlign) at ``--shape`` and,
+with ``--dynamic-export``, at two other sizes, on ``--verify-image``
+resized (random pixels without it): the same number of detections and
+labels, boxes within ``DET_BOX_TOLERANCE`` of the input's longer side,
+scores within ``DET_SCORE_TOLERANCE``, mask IoU at least
+``DET_MASK_IOU``; detections whose scores are that close may come in
+another order (they are matched as a set, and counted).
 
 Examples::
 
@@ -50,6 +66,10 @@ Examples::
         configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py \\
         --output-file upernet.onnx --shape 128 128 --dynamic-export \\
         --verify --verify-shape 96 160
+    python tools/deployment/pytorch2onnx.py \
+        configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \
+        retinanet.pth --output-file retinanet.onnx --shape 128 128 \
+        --dynamic-export --verify --verify-image scene.jpg
 """
 import argparse
 import contextlib
@@ -67,11 +87,18 @@ from mmengine.model import revert_sync_batchnorm
 from mmengine.registry import MODELS, init_default_scope
 from mmengine.runner import load_checkpoint
 
+from mmtnt.deploy import DetectorGraph
 from mmtnt.utils import register_checkpoint_safe_globals
 
 #: Relative difference (``max|onnx - torch| / max|torch|``) accepted by
 #: ``--verify``.
 DEFAULT_TOLERANCE = 1e-4
+#: Detectors' ``--verify``: the largest box coordinate difference, as a
+#: fraction of the input's longer side; the largest score difference
+#: (scores this close may also swap places); the smallest mask IoU.
+DET_BOX_TOLERANCE = 1e-3
+DET_SCORE_TOLERANCE = 1e-4
+DET_MASK_IOU = 0.99
 #: ONNX stores a graph with its weights in one protobuf of at most 2 GiB;
 #: larger weights go to an external ``.data`` file.
 MAX_EMBEDDED_WEIGHT_BYTES = 1.8 * 2**30
@@ -87,7 +114,8 @@ INPUT_NAME = 'input'
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description='Export an mmtnt classifier or segmentor to ONNX.')
+        description='Export an mmtnt classifier, segmentor or detector to '
+        'ONNX.')
     parser.add_argument('config', help='the config file')
     parser.add_argument(
         'checkpoint',
@@ -109,7 +137,8 @@ def parse_args(argv=None):
         '--batch-size',
         type=int,
         default=1,
-        help='images per input (with --dynamic-export, any batch works)')
+        help='images per input (with --dynamic-export, any batch works); '
+        'detectors take 1')
     parser.add_argument(
         '--opset-version',
         type=int,
@@ -118,7 +147,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--dynamic-export',
         action='store_true',
-        help='make batch, height and width dynamic axes')
+        help='make batch, height and width dynamic axes (detectors: '
+        'height and width, the batch stays 1)')
     parser.add_argument(
         '--logits',
         action='store_true',
@@ -127,7 +157,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--verify',
         action='store_true',
-        help='compare ONNX Runtime with PyTorch on random input; exit with '
+        help='compare ONNX Runtime with PyTorch on random input (detectors: '
+        'with mmdet\'s predict, see the module docstring); exit with '
         'status 1 when they differ by more than --tolerance')
     parser.add_argument(
         '--verify-shape',
@@ -137,6 +168,10 @@ def parse_args(argv=None):
         help='the second input size --verify checks a dynamic export at; '
         'defaults to one of other remainders than --shape (see '
         'second_shape)')
+    parser.add_argument(
+        '--verify-image',
+        help='detectors: the image --verify resizes to each size (random '
+        'pixels without it, which a trained detector may find nothing in)')
     parser.add_argument(
         '--tolerance',
         type=float,
@@ -220,10 +255,11 @@ class SegmentorGraph(nn.Module):
 
 
 def build_model(cfg, checkpoint=None):
-    """Build the classifier or segmentor of a config, with its weights.
+    """Build the classifier, segmentor or detector of a config, with its
+    weights.
 
     Args:
-        cfg (Config): An mmtnt (or mmpretrain / mmseg) config.
+        cfg (Config): An mmtnt (or mmpretrain / mmseg / mmdet) config.
         checkpoint (str, optional): The weights; None initialises them at
             random (a warning is logged).
 
@@ -232,21 +268,16 @@ def build_model(cfg, checkpoint=None):
         replaced by BatchNorm.
 
     Raises:
-        ValueError: For detectors and models that are neither an image
-            classifier with a head nor an ``EncoderDecoder``.
+        ValueError: For models other than an image classifier with a head,
+            an ``EncoderDecoder`` and the detectors of
+            :func:`mmtnt.deploy.detection.check_detector`.
         FileNotFoundError: If ``checkpoint`` is not a file.
     """
     scope = cfg.get('default_scope')
-    if scope == 'mmdet':
+    if scope not in ('mmpretrain', 'mmseg', 'mmdet'):
         raise ValueError(
-            'Detectors are not exported by this tool: their heads and '
-            'post-processing (RoI Align, NMS, box decoding) need custom ONNX '
-            'operators. Use MMDeploy (https://github.com/open-mmlab/mmdeploy) '
-            'for mmdet models.')
-    if scope not in ('mmpretrain', 'mmseg'):
-        raise ValueError(
-            f"The config's default_scope must be 'mmpretrain' (classifiers) "
-            f"or 'mmseg' (segmentors), got {scope!r}.")
+            f"The config's default_scope must be 'mmpretrain' (classifiers), "
+            f"'mmseg' (segmentors) or 'mmdet' (detectors), got {scope!r}.")
     if checkpoint is not None and not osp.isfile(checkpoint):
         raise FileNotFoundError(f'Checkpoint file {checkpoint} not found.')
     init_default_scope(scope)
@@ -276,19 +307,30 @@ def build_model(cfg, checkpoint=None):
     return revert_sync_batchnorm(model).eval()
 
 
+def is_detector(model):
+    """Whether ``model`` is an mmdet detector."""
+    from mmdet.models.detectors import BaseDetector
+    return isinstance(model, BaseDetector)
+
+
 def check_model_type(model):
     """Raise a ValueError unless ``model`` is an image classifier with a
-    head or an mmseg ``EncoderDecoder``."""
+    head, an mmseg ``EncoderDecoder`` or a detector that
+    :class:`mmtnt.deploy.DetectorGraph` exports."""
     from mmpretrain.models import ImageClassifier
     from mmseg.models.segmentors import EncoderDecoder
     if isinstance(model, ImageClassifier) and model.with_head:
         return
     if isinstance(model, EncoderDecoder):
         return
+    if is_detector(model):
+        from mmtnt.deploy.detection import check_detector
+        check_detector(model)
+        return
     raise ValueError(
         f'Cannot export a {type(model).__name__}: this tool exports image '
-        'classifiers with a head (mmpretrain ImageClassifier) and '
-        'segmentors (mmseg EncoderDecoder).')
+        'classifiers with a head (mmpretrain ImageClassifier), '
+        'segmentors (mmseg EncoderDecoder) and mmdet detectors.')
 
 
 def export_graph(model, logits=False):
@@ -299,11 +341,13 @@ def export_graph(model, logits=False):
         logits (bool): Classifiers: the logits instead of the scores.
 
     Returns:
-        ClassifierGraph | SegmentorGraph: In eval mode.
+        ClassifierGraph | SegmentorGraph | DetectorGraph: In eval mode.
     """
     from mmpretrain.models import ImageClassifier
     if isinstance(model, ImageClassifier):
         return ClassifierGraph(model, logits=logits).eval()
+    if is_detector(model):
+        return DetectorGraph(model).eval()
     return SegmentorGraph(model).eval()
 
 
@@ -389,6 +433,15 @@ def input_channels(model):
     return 3 if mean is None else int(mean.shape[0])
 
 
+def channels_reversed(preprocessor):
+    """Whether a data preprocessor reverses the channels (BGR to RGB):
+    mmpretrain's ``to_rgb``, mmseg's ``bgr_to_rgb`` (or ``rgb_to_bgr``),
+    mmengine's and mmdet's ``_channel_conversion``."""
+    return any(
+        getattr(preprocessor, name, False)
+        for name in ('to_rgb', 'channel_conversion', '_channel_conversion'))
+
+
 def describe_preprocessing(model):
     """One line saying how the graph's input must be normalised."""
     preprocessor = model.data_preprocessor
@@ -397,11 +450,9 @@ def describe_preprocessing(model):
         return 'The graph takes the image unnormalised.'
     mean = [round(float(v), 3) for v in mean.flatten()]
     std = [round(float(v), 3) for v in preprocessor.std.flatten()]
-    # mmpretrain's to_rgb, mmseg's bgr_to_rgb (or rgb_to_bgr).
-    reversed_ = getattr(preprocessor, 'to_rgb', False) or getattr(
-        preprocessor, 'channel_conversion', False)
     order = ('reversed from the order images are loaded in (BGR to RGB)'
-             if reversed_ else 'in the order images are loaded in')
+             if channels_reversed(preprocessor) else
+             'in the order images are loaded in')
     return (f'The graph takes (img - mean) / std, mean={mean}, std={std}, '
             f'channels {order}.')
 
@@ -457,11 +508,11 @@ def export_onnx(graph,
         channels (int): Image channels. Defaults to 3.
         batch_size (int): Images of the example input (a dynamic export
             traces at least 2, as a batch of 1 would be taken as a
-            constant). Defaults to 1.
+            constant). Defaults to 1. A detector's is 1.
         opset_version (int, optional): The ONNX opset. Defaults to the
             exporter's.
-        dynamic (bool): Batch, height and width as dynamic axes.
-            Defaults to False.
+        dynamic (bool): Batch, height and width as dynamic axes (for a
+            :class:`DetectorGraph`, height and width). Defaults to False.
 
     Returns:
         dict: For a dynamic export, the range ``(low, high)`` of ``batch``,
@@ -469,9 +520,13 @@ def export_onnx(graph,
         when unbounded); empty otherwise.
     """
     from torch.export import Dim
+    detector = isinstance(graph, DetectorGraph)
     if dynamic:
-        batch_size = max(batch_size, 2)
-        dynamic_shapes = ({0: Dim.DYNAMIC, 2: Dim.DYNAMIC, 3: Dim.DYNAMIC}, )
+        axes = {2: Dim.DYNAMIC, 3: Dim.DYNAMIC}
+        if not detector:
+            batch_size = max(batch_size, 2)
+            axes[0] = Dim.DYNAMIC
+        dynamic_shapes = (axes, )
         shape = dynamic_trace_shape(shape)
     else:
         dynamic_shapes = None
@@ -489,11 +544,18 @@ def export_onnx(graph,
         output_file,
         dynamo=True,
         input_names=[INPUT_NAME],
-        output_names=[graph.output_name],
+        output_names=output_names(graph),
         opset_version=opset_version,
         external_data=weight_bytes > MAX_EMBEDDED_WEIGHT_BYTES,
         verbose=False)
     return dynamic_ranges(program) if dynamic else {}
+
+
+def output_names(graph):
+    """The names of the outputs of a graph from :func:`export_graph`."""
+    if isinstance(graph, DetectorGraph):
+        return list(graph.output_names)
+    return [graph.output_name]
 
 
 def dynamic_trace_shape(shape):
@@ -600,12 +662,269 @@ def verify_onnx(output_file, graph, checks, channels=3, seed=0,
     return results
 
 
+def detector_shapes(shape, verify_shape=None):
+    """The input sizes ``--verify`` checks a dynamic detector export at:
+    ``shape``, ``verify_shape`` (default :func:`second_shape`) and one
+    smaller than ``shape`` in height and larger in width, both odd.
+
+    Examples:
+        >>> detector_shapes((128, 128))
+        [(128, 128), (167, 195), (97, 165)]
+    """
+    height, width = shape
+    second = tuple(verify_shape or second_shape(height, width))
+    third = (height - height // 4 + 1, width + width // 4 + 5)
+    return [tuple(shape), second, third]
+
+
+def detector_input(model, shape, image=None, seed=0):
+    """A preprocessed input (1, C, H, W) for a detector: ``image`` resized
+    to ``shape`` (random pixels without it), its channels reversed and
+    normalised as the model's data preprocessor does (without padding).
+
+    Args:
+        model (nn.Module): The detector.
+        shape (tuple[int, int]): Height and width.
+        image (np.ndarray, optional): (h, w, C) uint8, in the order images
+            are loaded in (BGR).
+        seed (int): Seed of the random pixels. Defaults to 0.
+
+    Returns:
+        Tensor: float32.
+    """
+    import mmcv
+    height, width = shape
+    if image is None:
+        rng = np.random.default_rng(seed)
+        image = rng.integers(0, 256, (height, width, input_channels(model)))
+    else:
+        image = mmcv.imresize(image, (width, height))
+    inputs = torch.from_numpy(np.ascontiguousarray(image)).float()
+    inputs = inputs.permute(2, 0, 1)[None]
+    preprocessor = model.data_preprocessor
+    if channels_reversed(preprocessor):
+        inputs = inputs.flip(1)
+    if getattr(preprocessor, 'mean', None) is not None:
+        inputs = (inputs - preprocessor.mean) / preprocessor.std
+    return inputs
+
+
+def eager_detections(model, inputs):
+    """mmdet's own ``predict(inputs, rescale=False)`` of one image, the
+    input size as its ``img_shape``.
+
+    Returns:
+        dict: ``boxes``, ``scores``, ``labels`` and (Mask R-CNN)
+        ``masks`` as numpy arrays.
+    """
+    from mmdet.structures import DetDataSample
+    size = tuple(inputs.shape[2:])
+    sample = DetDataSample(
+        metainfo=dict(
+            img_shape=size,
+            ori_shape=size,
+            pad_shape=size,
+            batch_input_shape=size,
+            scale_factor=(1., 1.)))
+    with torch.no_grad():
+        found = model.predict(inputs, [sample], rescale=False)[0]
+    found = found.pred_instances
+    results = dict(
+        boxes=found.bboxes.numpy(),
+        scores=found.scores.numpy(),
+        labels=found.labels.numpy())
+    if 'masks' in found:
+        results['masks'] = found.masks.numpy()
+    return results
+
+
+def tie_groups(scores, tolerance):
+    """Runs of detections, sorted by decreasing score, whose neighbours'
+    scores differ by at most ``tolerance``: those that may come in another
+    order.
+
+    Examples:
+        >>> tie_groups(np.array([.9, .5, .49995, .4999, .1]), 1e-4)
+        [(0, 1), (1, 4), (4, 5)]
+    """
+    groups, start = [], 0
+    for i in range(1, len(scores) + 1):
+        if i == len(scores) or scores[i - 1] - scores[i] > tolerance:
+            groups.append((start, i))
+            start = i
+    return groups
+
+
+def mask_iou(mask, other):
+    """IoU of two masks, binary or probabilities (at 0.5); 1 for two empty
+    ones."""
+    mask, other = np.asarray(mask) >= 0.5, np.asarray(other) >= 0.5
+    union = np.logical_or(mask, other).sum()
+    return float(np.logical_and(mask, other).sum() / union) if union else 1.
+
+
+def pair_differences(actual, expected, i, j):
+    """Box and score differences and mask IoU of detection ``i`` of
+    ``actual`` and ``j`` of ``expected``; None if their labels differ."""
+    if actual['labels'][i] != expected['labels'][j]:
+        return None
+    box = float(np.abs(actual['boxes'][i] - expected['boxes'][j]).max())
+    score = float(abs(actual['scores'][i] - expected['scores'][j]))
+    iou = (mask_iou(actual['masks'][i], expected['masks'][j])
+           if 'masks' in expected else 1.)
+    return box, score, iou
+
+
+def match_detections(actual, expected, max_side,
+                     box_tolerance=DET_BOX_TOLERANCE,
+                     score_tolerance=DET_SCORE_TOLERANCE,
+                     min_mask_iou=DET_MASK_IOU):
+    """Match an exported detector's detections with mmdet's.
+
+    Detections are matched in order; within a run of near-equal scores
+    (:func:`tie_groups`) that does not match in order, as a set, and the
+    detections whose place changed are counted as ``reordered``.
+
+    Args:
+        actual (dict): ``boxes``, ``scores``, ``labels`` (``masks``), numpy.
+        expected (dict): The same, from mmdet.
+        max_side (int): The input's longer side; box differences are
+            measured against ``box_tolerance * max_side``.
+        box_tolerance (float): Fraction of ``max_side``.
+        score_tolerance (float): Largest score difference.
+        min_mask_iou (float): Smallest IoU of matched masks.
+
+    Returns:
+        dict: ``count`` and ``expected_count``, ``max_box`` (pixels),
+        ``max_score``, ``min_mask_iou`` (None without masks), ``reordered``
+        and ``error`` (None when all matched, else why not).
+
+    Examples:
+        >>> det = dict(boxes=np.array([[0., 0, 9, 9], [1, 1, 5, 5]]),
+        ...            scores=np.array([.5, .5]), labels=np.array([1, 2]))
+        >>> swapped = {k: v[::-1] for k, v in det.items()}
+        >>> result = match_detections(swapped, det, 10)
+        >>> result['reordered'], result['error']
+        (2, None)
+    """
+    result = dict(
+        count=len(actual['scores']),
+        expected_count=len(expected['scores']),
+        max_box=0.,
+        max_score=0.,
+        min_mask_iou=1. if 'masks' in expected else None,
+        reordered=0,
+        error=None)
+    if result['count'] != result['expected_count']:
+        result['error'] = (f'{result["count"]} detections, mmdet '
+                           f'{result["expected_count"]}')
+        return result
+    limits = (box_tolerance * max_side, score_tolerance, min_mask_iou)
+
+    def close(diffs):
+        return diffs is not None and (diffs[0] <= limits[0]
+                                      and diffs[1] <= limits[1]
+                                      and diffs[2] >= limits[2])
+
+    pairs = []
+    for start, end in tie_groups(expected['scores'], score_tolerance):
+        group = [(j, pair_differences(actual, expected, j, j))
+                 for j in range(start, end)]
+        if not all(close(diffs) for _, diffs in group):
+            unmatched = list(range(start, end))
+            group = []
+            for j in range(start, end):
+                found = [(i, pair_differences(actual, expected, i, j))
+                         for i in unmatched]
+                found = [(i, d) for i, d in found if close(d)]
+                if not found:
+                    result['error'] = (
+                        f'mmdet\'s detection {j} (label '
+                        f'{expected["labels"][j]}, score '
+                        f'{expected["scores"][j]:.6f}) has no counterpart')
+                    found = [(j, pair_differences(actual, expected, j, j))]
+                i, diffs = found[0]
+                if i in unmatched:
+                    unmatched.remove(i)
+                result['reordered'] += i != j
+                group.append((j, diffs))
+        pairs += [diffs for _, diffs in group if diffs is not None]
+    if pairs:
+        box, score, iou = np.array(pairs).T
+        result.update(max_box=float(box.max()), max_score=float(score.max()))
+        if 'masks' in expected:
+            result['min_mask_iou'] = float(iou.min())
+    return result
+
+
+def verify_detector_onnx(output_file, graph, shapes, image=None, seed=0,
+                         num_threads=None):
+    """Run the ONNX graph of a detector with ONNX Runtime (CPU) and mmdet's
+    eager ``predict`` on the same inputs, and match their detections
+    (:func:`match_detections`).
+
+    Args:
+        output_file (str): The ONNX file.
+        graph (DetectorGraph): The exported module (its detector is run).
+        shapes (list[tuple[int, int]]): Height and width of each input.
+        image (np.ndarray, optional): The image resized to each size
+            (:func:`detector_input`).
+        seed (int): Seed of the random pixels without ``image``.
+        num_threads (int, optional): ONNX Runtime's intra-op threads.
+
+    Returns:
+        list[dict]: Per size, that of :func:`match_detections` with
+        ``shape`` (the input's) added; an ONNX Runtime failure is the
+        ``error``.
+    """
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    if num_threads is not None:
+        options.intra_op_num_threads = num_threads
+    session = ort.InferenceSession(
+        output_file, options, providers=['CPUExecutionProvider'])
+    model = graph.detector
+    results = []
+    for shape in shapes:
+        inputs = detector_input(model, shape, image, seed)
+        expected = eager_detections(model, inputs)
+        try:
+            outputs = session.run(None, {INPUT_NAME: inputs.numpy()})
+        except Exception as error:  # ONNX Runtime's
+            results.append(dict(shape=tuple(inputs.shape), error=error))
+            continue
+        actual = dict(zip(graph.output_names, outputs))
+        result = match_detections(actual, expected, max(shape))
+        results.append(dict(result, shape=tuple(inputs.shape)))
+    return results
+
+
+def describe_detector_check(result):
+    """One line on a check of :func:`verify_detector_onnx`."""
+    head = f'Verify {result["shape"]}: '
+    if 'count' not in result:
+        return head + f'FAILED, {result["error"]}'
+    line = (f'{result["count"]} detections (mmdet {result["expected_count"]})'
+            f', max box diff {result["max_box"]:.3g} px (tolerance '
+            f'{DET_BOX_TOLERANCE:g} x {max(result["shape"][2:])}), max '
+            f'score diff {result["max_score"]:.3g} (tolerance '
+            f'{DET_SCORE_TOLERANCE:g})')
+    if result['min_mask_iou'] is not None:
+        line += f', min mask IoU {result["min_mask_iou"]:.4f}'
+    line += (f', {result["reordered"]} detections of near-equal scores '
+             'in another order')
+    if result['error'] is not None:
+        return head + line + f': FAILED, {result["error"]}'
+    return head + line + ': OK'
+
+
 def format_range(low, high):
     return f'[{low}, {"inf" if high is None else high}]'
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def load_model(args):
+    """The config's model with the checkpoint's weights; SystemExit with
+    the reason when that fails."""
     if args.batch_size < 1:
         raise SystemExit('Error: --batch-size must be at least 1.')
     cfg = Config.fromfile(args.config)
@@ -615,13 +934,90 @@ def main(argv=None):
         model = build_model(cfg, args.checkpoint)
     except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f'Error: {error}')
+    if is_detector(model) and args.batch_size != 1:
+        raise SystemExit('Error: detectors are exported for one image: '
+                         '--batch-size must be 1.')
+    return model
+
+
+def verify_checks(args, model):
+    """``(batch, height, width)`` of each input that ``--verify`` checks:
+    ``--shape``, and with ``--dynamic-export`` one more (classifiers and
+    segmentors, another batch) or two more (detectors, see
+    :func:`detector_shapes`)."""
+    shape = tuple(args.shape)
+    if not (args.verify and args.dynamic_export):
+        return [(args.batch_size, *shape)]
+    if is_detector(model):
+        return [(1, *size)
+                for size in detector_shapes(shape, args.verify_shape)]
+    other = tuple(args.verify_shape or second_shape(*shape))
+    return [(args.batch_size, *shape), (args.batch_size + 1, *other)]
+
+
+def report_export(args, model, graph, channels, ranges):
+    """Print what was exported: inputs, outputs, normalisation, axes."""
+    batch = 1 if is_detector(model) else 'N'
+    names = ', '.join(repr(name) for name in output_names(graph))
+    print(f'Exported {type(model).__name__} to {args.output_file}: input '
+          f'{INPUT_NAME!r} ({batch}, {channels}, H, W), '
+          f'output{"s" if ", " in names else ""} {names}.')
+    print(describe_preprocessing(model))
+    if not ranges:
+        print(f'Static input shape ({args.batch_size}, {channels}, '
+              f'{args.shape[0]}, {args.shape[1]}).')
+        return
+    axes = ('height and width (the batch is 1: detectors take one image)'
+            if is_detector(model) else 'batch, height and width')
+    print(f'Dynamic axes: {axes} (torch.export checked the graph for ' +
+          ', '.join(f'{axis} {format_range(*r)}'
+                    for axis, r in ranges.items()) +
+          '; sizes below those bounds are not excluded, only not checked '
+          'by the tracer).')
+
+
+def verify_dense(args, graph, checks, channels):
+    """``--verify`` of a classifier or segmentor: print each check;
+    whether all passed."""
+    passed = True
+    for result in verify_onnx(args.output_file, graph, checks, channels):
+        ok = result['relative'] <= args.tolerance
+        passed &= ok
+        if result['error'] is not None:
+            print(f'Verify {result["shape"]}: FAILED, {result["error"]}')
+            continue
+        print(f'Verify {result["shape"]}: max abs diff '
+              f'{result["max_abs"]:.3g}, relative diff '
+              f'{result["relative"]:.3g} (max|onnx - torch| / max|torch|, '
+              f'tolerance {args.tolerance:g}): '
+              f'{"OK" if ok else "FAILED"}')
+    return passed
+
+
+def verify_detector(args, graph, checks):
+    """``--verify`` of a detector against mmdet's ``predict``: print each
+    check; whether all passed."""
+    image = None
+    if args.verify_image is not None:
+        import mmcv
+        image = mmcv.imread(args.verify_image)
+        if image is None:
+            raise SystemExit(f'Error: cannot read {args.verify_image}.')
+    shapes = [check[1:] for check in checks]
+    passed = True
+    for result in verify_detector_onnx(args.output_file, graph, shapes,
+                                       image):
+        passed &= result['error'] is None
+        print(describe_detector_check(result))
+    return passed
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    model = load_model(args)
     graph = export_graph(model, logits=args.logits)
     channels = input_channels(model)
-    shape = tuple(args.shape)
-    checks = [(args.batch_size, *shape)]
-    if args.verify and args.dynamic_export:
-        other = tuple(args.verify_shape or second_shape(*shape))
-        checks.append((args.batch_size + 1, *other))
+    checks = verify_checks(args, model)
     try:
         for _, height, width in checks:
             check_input_size(graph, channels, (height, width))
@@ -631,41 +1027,19 @@ def main(argv=None):
     ranges = export_onnx(
         graph,
         args.output_file,
-        shape,
+        tuple(args.shape),
         channels=channels,
         batch_size=args.batch_size,
         opset_version=args.opset_version,
         dynamic=args.dynamic_export)
-    print(f'Exported {type(model).__name__} to {args.output_file}: input '
-          f'{INPUT_NAME!r} (N, {channels}, H, W), output '
-          f'{graph.output_name!r}.')
-    print(describe_preprocessing(model))
-    if ranges:
-        print('Dynamic axes: batch, height and width (torch.export '
-              'checked the graph for ' +
-              ', '.join(f'{axis} {format_range(*r)}'
-                        for axis, r in ranges.items()) +
-              '; sizes below those bounds are not excluded, only not '
-              'checked by the tracer).')
-    else:
-        print(f'Static input shape ({args.batch_size}, {channels}, '
-              f'{shape[0]}, {shape[1]}).')
-
+    report_export(args, model, graph, channels, ranges)
     if not args.verify:
         return
-    failed = False
-    for result in verify_onnx(args.output_file, graph, checks, channels):
-        ok = result['relative'] <= args.tolerance
-        failed |= not ok
-        if result['error'] is not None:
-            print(f'Verify {result["shape"]}: FAILED, {result["error"]}')
-            continue
-        print(f'Verify {result["shape"]}: max abs diff '
-              f'{result["max_abs"]:.3g}, relative diff '
-              f'{result["relative"]:.3g} (max|onnx - torch| / max|torch|, '
-              f'tolerance {args.tolerance:g}): '
-              f'{"OK" if ok else "FAILED"}')
-    if failed:
+    if isinstance(graph, DetectorGraph):
+        passed = verify_detector(args, graph, checks)
+    else:
+        passed = verify_dense(args, graph, checks, channels)
+    if not passed:
         print('Error: ONNX Runtime and PyTorch disagree.', file=sys.stderr)
         raise SystemExit(1)
 
