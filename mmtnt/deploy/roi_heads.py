@@ -1,5 +1,5 @@
-"""The second stage of Mask R-CNN written for export: mmdet's
-``StandardRoIHead.predict`` for one image, made of operators that
+"""The second stage of Mask R-CNN and Faster R-CNN written for export:
+mmdet's ``StandardRoIHead.predict`` for one image, made of operators that
 ``torch.export`` and ``torch.onnx.export(..., dynamo=True)`` translate to
 standard ONNX (RoiAlign, NonMaxSuppression, GridSample, NonZero).
 
@@ -9,30 +9,39 @@ What differs from mmdet's code is only how it is computed:
   with the same output size, scale, sampling ratio and ``aligned`` flag (the
   same numbers; ONNX ``RoiAlign`` with ``coordinate_transformation_mode``
   ``'half_pixel'`` when aligned). Every RoI is pooled on every level and
-  its level, chosen by :meth:`SingleRoIExtractor.map_roi_levels`, picked
-  with ``torch.where``, instead of indexing RoIs by level.
-- Multi-class NMS: one ``torchvision.ops.nms`` over the candidates above
-  ``score_thr``, classes kept apart by mmcv's coordinate offset, as
-  ``mmcv.ops.batched_nms`` does below its ``split_thr``.
+  its level, chosen by ``SingleRoIExtractor.map_roi_levels``, picked with
+  ``torch.where``, instead of indexing the RoIs of each level.
+- Multi-class NMS: one NMS over the (box, class) pairs scoring above
+  ``score_thr``, classes kept apart as ``mmcv.ops.batched_nms`` does below
+  its ``split_thr`` (:func:`~mmtnt.deploy.detection.nms_by_group`).
 - Masks: each mask is pasted over the whole image with ``grid_sample``,
-  then cut to the region mmdet's CPU paste (``skip_empty``) covers, so that
-  the binary masks are the same.
+  then cut to the region that mmdet's CPU paste (``skip_empty``) covers,
+  so that the binary masks are the same.
 """
 import torch
 import torch.nn.functional as F
-from torchvision.ops import nms, roi_align
+from torchvision.ops import roi_align
+
+from .detection import decode_boxes, nms_by_group
+
+#: The bbox heads whose forward gives (class scores, box deltas) from RoI
+#: features alone.
+BBOX_HEADS = ('BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead',
+              'Shared4Conv1FCBBoxHead')
+#: The mask heads whose forward gives mask logits (K, classes, h, w).
+MASK_HEADS = ('FCNMaskHead', )
 
 
 def roi_head_predictions(roi_head, feats, proposals, img_shape):
-    """Detections of a Mask R-CNN ``StandardRoIHead`` for one image.
+    """Detections of a ``StandardRoIHead`` (Mask or Faster R-CNN) for one
+    image.
 
     The same as ``roi_head.predict(feats, rpn_results_list, data_samples,
     rescale=False)`` with the head's ``test_cfg``: boxes in the input
     image's coordinates, not scaled back to the original image.
 
     Args:
-        roi_head (StandardRoIHead): The head, with a bbox head that decodes
-            ``DeltaXYWHBBoxCoder`` deltas and, optionally, an FCN mask head.
+        roi_head (StandardRoIHead): The head (see :func:`check_roi_head`).
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
         proposals (Tensor): RPN boxes (P, 4), x1 y1 x2 y2 in pixels.
         img_shape (tuple[int]): The input's (H, W); sizes of a tensor
@@ -52,20 +61,19 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape):
         ...     model.roi_head, feats, proposals, img.shape[-2:])
         >>> dets['masks'].shape  # (K, H, W)
     """
-    cfg = roi_head.test_cfg
     check_roi_head(roi_head)
-    rois = _to_rois(proposals)
-    bbox_feats = extract_roi_feats(roi_head.bbox_roi_extractor, feats, rois)
+    cfg = roi_head.test_cfg
+    bbox_feats = extract_roi_feats(roi_head.bbox_roi_extractor, feats,
+                                   _to_rois(proposals))
     cls_score, bbox_pred = roi_head.bbox_head(bbox_feats)
-    boxes = _decode_boxes(roi_head.bbox_head, proposals, bbox_pred, img_shape)
+    boxes = _class_boxes(roi_head.bbox_head, proposals, bbox_pred, img_shape)
     scores = F.softmax(cls_score, dim=-1)[:, :-1]
-    keep = multiclass_nms(boxes, scores, cfg.score_thr,
-                          cfg.nms.iou_threshold, cfg.max_per_img)
-    num_classes = scores.size(1)
+    keep = multiclass_nms(boxes, scores, cfg.score_thr, cfg.nms,
+                          cfg.max_per_img)
     dets = dict(
         boxes=boxes.reshape(-1, 4)[keep],
         scores=scores.reshape(-1)[keep],
-        labels=keep % num_classes)
+        labels=keep % scores.size(1))
     if roi_head.with_mask:
         dets['masks'] = predict_masks(roi_head, feats, dets['boxes'],
                                       dets['labels'], img_shape)
@@ -73,31 +81,43 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape):
 
 
 def check_roi_head(roi_head):
-    """Stop where the head asks for something this export does not do.
+    """Raise a ValueError unless :func:`roi_head_predictions` reproduces
+    the head.
 
     Args:
-        roi_head (StandardRoIHead): The head to check.
+        roi_head (StandardRoIHead): A head with a bbox head of
+            :data:`BBOX_HEADS` (softmax scores, ``DeltaXYWHBBoxCoder``,
+            checked when decoding), RoIAlign extractors, no shared head
+            and, optionally, a mask head of :data:`MASK_HEADS` with a
+            binary mask threshold.
 
-    Raises:
-        NotImplementedError: A shared head, a bbox head with its own score
-            activation or with another box coder, NMS other than plain
-            ``nms``, or a class-agnostic mask head.
+    Examples:
+        >>> check_roi_head(model.roi_head)  # the demo Mask R-CNN: passes
     """
-    bbox_head = roi_head.bbox_head
     problems = []
     if roi_head.with_shared_head:
         problems.append('a shared head')
-    if bbox_head.custom_cls_channels:
+    bbox_head = roi_head.bbox_head
+    if type(bbox_head).__name__ not in BBOX_HEADS:
+        problems.append(type(bbox_head).__name__)
+    elif bbox_head.custom_cls_channels:
         problems.append('a custom classification activation')
-    if type(bbox_head.bbox_coder).__name__ != 'DeltaXYWHBBoxCoder':
-        problems.append(type(bbox_head.bbox_coder).__name__)
-    if roi_head.test_cfg.nms.get('type', 'nms') != 'nms':
-        problems.append(f"NMS {roi_head.test_cfg.nms['type']}")
-    if roi_head.with_mask and roi_head.mask_head.class_agnostic:
-        problems.append('a class-agnostic mask head')
+    extractors = [roi_head.bbox_roi_extractor]
+    if roi_head.with_mask:
+        extractors.append(roi_head.mask_roi_extractor)
+        if type(roi_head.mask_head).__name__ not in MASK_HEADS:
+            problems.append(type(roi_head.mask_head).__name__)
+        if roi_head.test_cfg.mask_thr_binary < 0:
+            problems.append('masks as probabilities (mask_thr_binary < 0)')
+    for extractor in extractors:
+        layer = extractor.roi_layers[0]  # all levels alike
+        if (type(extractor).__name__ != 'SingleRoIExtractor'
+                or type(layer).__name__ != 'RoIAlign'
+                or layer.pool_mode != 'avg'):
+            problems.append(f'a {type(extractor).__name__} of {layer!r}')
     if problems:
-        raise NotImplementedError(
-            'roi_head_predictions does not export ' + ', '.join(problems))
+        raise ValueError('Cannot export a StandardRoIHead with ' +
+                         ', '.join(problems))
 
 
 def _to_rois(boxes):
@@ -123,43 +143,38 @@ def extract_roi_feats(extractor, feats, rois):
     """
     feats = feats[:extractor.num_inputs]
     levels = extractor.map_roi_levels(rois, len(feats))
-    roi_feats = None
-    for level, (feat, layer) in enumerate(zip(feats, extractor.roi_layers)):
-        pooled = roi_align(feat, rois, layer.output_size, layer.spatial_scale,
-                           layer.sampling_ratio, layer.aligned)
-        if roi_feats is None:
-            roi_feats = pooled
-        else:
-            roi_feats = torch.where((levels == level)[:, None, None, None],
-                                    pooled, roi_feats)
+    pooled = [
+        roi_align(feat, rois, layer.output_size, layer.spatial_scale,
+                  layer.sampling_ratio, layer.aligned)
+        for feat, layer in zip(feats, extractor.roi_layers)
+    ]
+    roi_feats = pooled[0]
+    for level in range(1, len(pooled)):
+        roi_feats = torch.where((levels == level)[:, None, None, None],
+                                pooled[level], roi_feats)
     return roi_feats
 
 
-def _decode_boxes(bbox_head, proposals, bbox_pred, img_shape):
-    """The bbox head's boxes per class, (P, num_classes, 4), clamped to the
-    image by the head's coder."""
+def _class_boxes(bbox_head, proposals, bbox_pred, img_shape):
+    """The bbox head's boxes per class, (P, num_classes, 4), clipped to the
+    image (one box per proposal for all classes if class-agnostic)."""
     num_rois, num_reg = proposals.size(0), bbox_pred.size(1) // 4
-    boxes = bbox_head.bbox_coder.decode(
-        proposals.repeat_interleave(num_reg, dim=0),
-        bbox_pred.reshape(-1, 4),
-        max_shape=img_shape)
+    boxes = decode_boxes(bbox_head.bbox_coder,
+                         proposals.repeat_interleave(num_reg, dim=0),
+                         bbox_pred.reshape(-1, 4), img_shape)
     return boxes.reshape(num_rois, num_reg, 4).expand(
         num_rois, bbox_head.num_classes, 4)
 
 
-def multiclass_nms(boxes, scores, score_thr, iou_threshold, max_per_img):
+def multiclass_nms(boxes, scores, score_thr, nms_cfg, max_per_img):
     """Indices of the detections that mmdet's ``multiclass_nms`` keeps.
-
-    Candidates are the (box, class) pairs scoring above ``score_thr``;
-    each class is suppressed on its own, by moving the classes' boxes
-    apart by ``class * (max coordinate + 1)`` as ``mmcv.ops.batched_nms``
-    does.
 
     Args:
         boxes (Tensor): (P, num_classes, 4) boxes per class.
         scores (Tensor): (P, num_classes), without the background.
         score_thr (float): Candidates score strictly above it.
-        iou_threshold (float): Overlap above which a box is suppressed.
+        nms_cfg (dict): ``iou_threshold`` (and ``type``,
+            ``class_agnostic``), as in mmdet's test configs.
         max_per_img (int): At most this many are kept; all when <= 0.
 
     Returns:
@@ -168,19 +183,16 @@ def multiclass_nms(boxes, scores, score_thr, iou_threshold, max_per_img):
         score.
 
     Examples:
-        >>> keep = multiclass_nms(boxes, scores, 0.05, 0.5, 100)
-        >>> labels = keep % scores.size(1)
+        >>> boxes = torch.tensor([[0., 0, 10, 10], [1, 0, 10, 10]])
+        >>> scores = torch.tensor([[.9, .1], [.8, .7]])
+        >>> multiclass_nms(boxes[:, None].expand(2, 2, 4), scores, 0.5,
+        ...                dict(iou_threshold=0.5), 100).tolist()
+        [0, 3]
     """
-    num_classes = scores.size(1)
     candidates = torch.nonzero(scores.reshape(-1) > score_thr)[:, 0]
-    cand_boxes = boxes.reshape(-1, 4)[candidates]
-    # the largest coordinate of the candidates (boxes lie inside the image,
-    # >= 0, so the appended 0 only matters when there are none)
-    max_coordinate = torch.cat([cand_boxes.reshape(-1),
-                                cand_boxes.new_zeros(1)]).max()
-    offsets = (candidates % num_classes).to(cand_boxes) * (max_coordinate + 1)
-    keep = nms(cand_boxes + offsets[:, None], scores.reshape(-1)[candidates],
-               iou_threshold)
+    keep = nms_by_group(boxes.reshape(-1, 4)[candidates],
+                        scores.reshape(-1)[candidates],
+                        candidates % scores.size(1), nms_cfg)
     if max_per_img > 0:
         keep = keep[:max_per_img]
     return candidates[keep]

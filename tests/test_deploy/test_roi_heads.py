@@ -127,6 +127,13 @@ def test_no_detections(model, case, monkeypatch):
     assert_same_detections(dets, expected, img_shape, 0, 0)
 
 
+def test_rejects_what_it_does_not_reproduce(model, monkeypatch):
+    monkeypatch.setitem(model.roi_head.test_cfg, 'mask_thr_binary', -1)
+    feats, proposals = image_inputs(model, 96, 128)
+    with pytest.raises(ValueError, match='mask_thr_binary'):
+        roi_head_predictions(model.roi_head, feats, proposals, (96, 128))
+
+
 class RoIHeadGraph(torch.nn.Module):
     """The exported module: an image, only for its size, the neck's three
     maps and the proposals -> the detections."""
