@@ -66,9 +66,11 @@ def top_candidates(scores, count):
         ([0.75, 0.5, 0.25], [1, 2, 3])
     """
     scores = scores.reshape(-1)
-    if 0 < count < scores.shape[0]:
-        return scores.topk(count)
-    return scores.sort(descending=True)
+    if count <= 0:
+        return scores.sort(descending=True)
+    # A minimum, not a branch on the size: under torch.export the size is
+    # symbolic, and a branch would keep the example's way for all sizes.
+    return scores.topk(torch.sym_min(count, scores.shape[0]))
 
 
 def decode_boxes(coder, priors, deltas, img_shape):
