@@ -9,6 +9,8 @@ others do not, fewer than ``max_per_img`` are kept, and NMS still has to
 separate classes and overlaps. The images are large enough for the random
 proposals to reach all three FPN levels.
 """
+import os.path as osp
+
 import pytest
 import torch
 from mmengine.config import Config
@@ -17,7 +19,9 @@ from mmengine.structures import InstanceData
 
 from mmtnt.deploy.roi_heads import extract_roi_feats, roi_head_predictions
 
-CONFIG = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIG = osp.join(REPO, 'configs', 'demo',
+                  'mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py')
 #: Between the random head's smallest and largest class scores (0.17-0.25),
 #: passed by about a tenth of the (proposal, class) pairs.
 SCORE_THR = 0.22
