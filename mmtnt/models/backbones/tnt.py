@@ -1,7 +1,6 @@
 """TNT: Transformer in Transformer (https://arxiv.org/abs/2103.00112)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
 
@@ -44,14 +43,18 @@ class WordEmbed(nn.Module):
             in_channels, embed_dims, kernel_size=7, stride=stride, padding=3)
 
     def forward(self, x):
-        """Return words of shape (B * num_sentences, num_words, C)."""
+        """Return words of shape (B * num_sentences, num_words, C), stored
+        word by word (contiguous)."""
         B, C, H, W = x.shape
         p, k = self.patch_size, self.words_per_side
         h, w = H // p, W // p
         if self.layout == 'official':
             x = x.reshape(B, C, h, p, w, p).permute(0, 2, 4, 1, 3, 5)
             x = self.conv(x.reshape(B * h * w, C, p, p))
-            return x.flatten(2).transpose(1, 2)
+            # One copy here (none for a channels-last output) instead of one
+            # in every norm and reshape of the inner stream: the residual
+            # additions keep the layout of their input.
+            return x.flatten(2).transpose(1, 2).contiguous()
         x = self.conv(x)
         c = self.conv.out_channels
         x = x.reshape(B, c, h, k, w, k).permute(0, 2, 4, 3, 5, 1)
@@ -158,7 +161,8 @@ class TNTBlock(nn.Module):
         words = self.inner(words)
         update = self.words_to_sentence(words, sentences.shape[0])
         # The class token (row 0) receives no words.
-        sentences = sentences + F.pad(update, (0, 0, 1, 0))
+        sentences = torch.cat([sentences[:, :1], sentences[:, 1:] + update],
+                              dim=1)
         return words, self.outer(sentences)
 
 
