@@ -5,9 +5,9 @@ On the CPU, :func:`scaled_dot_product_attention` computes two matrix
 products and a softmax instead of
 :func:`torch.nn.functional.scaled_dot_product_attention` for bfloat16 and
 float16 inputs, for float32 sequences of a few keys (TNT's inner attention,
-the windows and sub-sampled keys of Twins and PyramidTNT) in training or
-with few queries per key, and with a float bias on the logits (PyramidTNT);
-everywhere else the fused kernel runs. These routes and the thresholds
+the windows and sub-sampled keys of Twins and PyramidTNT) in training, and
+with a float bias on the logits (PyramidTNT); everywhere else (float32
+inference among it) the fused kernel runs. These routes and the thresholds
 below were chosen by timing both on one CPU: docs/benchmarks.md ("Where the
 accelerator's thresholds come from") says what was measured and where.
 """
@@ -18,8 +18,8 @@ from ..models.layers import (LocallyGroupedAttention, MultiheadAttention,
                              SpatialReductionAttention)
 from .tracing import is_traced
 
-#: Float32 sequences of at most this many keys are computed explicitly (in
-#: training, or with at most 4 queries per key).
+#: Float32 sequences of at most this many keys are computed explicitly in
+#: training.
 MAX_EXPLICIT_KEYS = 64
 #: Low-precision softmax over at most this many keys runs in float32.
 MAX_LOW_PRECISION_SOFTMAX_KEYS = 16
@@ -77,7 +77,7 @@ def explicit_is_faster(query, key, attn_mask=None):
     """Whether :func:`scaled_dot_product_attention` computes these inputs
     explicitly: on the CPU outside tracers, for low precision, a float
     bias, or float32 sequences of at most :data:`MAX_EXPLICIT_KEYS` keys in
-    training (or with at most 4 queries per key)."""
+    training (with gradients enabled)."""
     if query.device.type != 'cpu' or is_traced():
         return False
     dtype = query.dtype
@@ -87,9 +87,7 @@ def explicit_is_faster(query, key, attn_mask=None):
         return True
     if attn_mask is not None and attn_mask.is_floating_point():
         return True
-    num_queries, num_keys = query.shape[-2], key.shape[-2]
-    return num_keys <= MAX_EXPLICIT_KEYS and (
-        torch.is_grad_enabled() or num_queries <= 4 * num_keys)
+    return torch.is_grad_enabled() and key.shape[-2] <= MAX_EXPLICIT_KEYS
 
 
 class RoutedAttention:
