@@ -1,0 +1,299 @@
+"""INT8 ONNX graphs for the CPU, through ONNX Runtime's quantization.
+
+:func:`quantize_onnx` turns an fp32 graph of ``tools/deployment/
+pytorch2onnx.py`` (classifier, segmentor or detector, dynamic axes
+included) into one whose matrix products run in 8-bit integers:
+
+- ``'dynamic'``: ``quantize_dynamic``. The weights of the ``MatMul`` and
+  ``Gemm`` nodes are stored in int8 (per output channel); their inputs are
+  quantized at run time, per tensor (``DynamicQuantizeMatMul``). No
+  calibration data. Convolutions stay fp32: ONNX Runtime's ``ConvInteger``
+  is slower on the CPU than its fp32 convolution.
+- ``'static'``: ``quantize_static`` in the QDQ format, int8 weights (per
+  output channel) and uint8 activations, whose ranges are calibrated on
+  example inputs (:func:`calibration_inputs`); ONNX Runtime fuses the
+  QuantizeLinear / DequantizeLinear pairs around ``MatMul``, ``Gemm`` and
+  ``Conv`` into ``QLinearMatMul`` and ``QLinearConv``.
+
+Both keep in fp32 what :data:`QUANTIZED_OP_TYPES` leaves out, i.e. the
+LayerNorms, softmaxes, GELUs, additions, reshapes and transposes, and the
+static mode also the patch embedding (the first weighted node after the
+image) and the last weighted node before the outputs (the classifier's
+linear head, a segmentor's ``conv_seg``, see :func:`boundary_nodes`).
+docs/inference.md gives the measurements behind these choices.
+"""
+import copy
+import os.path as osp
+
+import numpy as np
+
+#: The quantization modes of :func:`quantize_onnx`.
+MODES = ('dynamic', 'static')
+#: The ONNX op types quantized in each mode; every other op stays fp32.
+QUANTIZED_OP_TYPES = dict(
+    dynamic=('MatMul', 'Gemm'), static=('MatMul', 'Gemm', 'Conv'))
+#: Calibration methods of the static mode (ONNX Runtime's
+#: ``CalibrationMethod`` names).
+CALIBRATION_METHODS = dict(
+    minmax='MinMax', percentile='Percentile', entropy='Entropy')
+#: Ops whose outputs only describe shapes: a walk from the image along
+#: the data does not follow them.
+SHAPE_OPS = ('Shape', 'Size')
+
+
+class ArrayDataReader:
+    """ONNX Runtime's calibration data reader over arrays: one run per
+    array.
+
+    Args:
+        arrays (Sequence[np.ndarray]): Inputs (N, C, H, W); their sizes may
+            differ for a graph with dynamic axes.
+        input_name (str): The graph's input.
+
+    Examples:
+        >>> reader = ArrayDataReader([np.zeros((1, 3, 8, 8))], 'input')
+        >>> reader.get_next()['input'].dtype, reader.get_next()
+        (dtype('float32'), None)
+    """
+
+    def __init__(self, arrays, input_name):
+        self.arrays = list(arrays)
+        self.input_name = input_name
+        self.position = 0
+
+    def get_next(self):
+        """The next input as a feed dict, None after the last."""
+        if self.position >= len(self.arrays):
+            return None
+        array = self.arrays[self.position]
+        self.position += 1
+        return {self.input_name: np.ascontiguousarray(array, np.float32)}
+
+    def rewind(self):
+        """Start again from the first array."""
+        self.position = 0
+
+
+def graph_input_name(model):
+    """The name of the only input of an ONNX model that is not a weight.
+
+    Args:
+        model (onnx.ModelProto): The graph.
+
+    Returns:
+        str: Its name.
+    """
+    weights = {tensor.name for tensor in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in weights]
+    if len(names) != 1:
+        raise ValueError(f'Expected a graph with one input, got {names}.')
+    return names[0]
+
+
+def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
+    """The weighted nodes next to the graph's input and outputs.
+
+    Walking from the input along the data (not through ``Shape``), the
+    first nodes of ``op_types`` with a weight; walking back from the
+    outputs, the last ones. For mmtnt's graphs these are the patch
+    embedding and the classifier's head (a segmentor's ``conv_seg``, a
+    detector's classification and box convolutions).
+
+    Args:
+        model (onnx.ModelProto): The graph.
+        op_types (Sequence[str]): The weighted op types.
+
+    Returns:
+        tuple[list[str], list[str]]: Names of the first and the last
+        nodes.
+    """
+    weights = {tensor.name for tensor in model.graph.initializer}
+    consumers, producer = {}, {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+        for name in node.output:
+            producer[name] = node
+
+    def weighted(node):
+        return node.op_type in op_types and any(name in weights
+                                                for name in node.input)
+
+    def walk(start, neighbours, stop):
+        found, seen, tensors = [], set(), list(start)
+        while tensors:
+            for node in neighbours(tensors.pop()):
+                if node.name in seen or node.op_type in stop:
+                    continue
+                seen.add(node.name)
+                if weighted(node):
+                    found.append(node.name)
+                else:
+                    tensors.extend(node.output if neighbours is next_nodes
+                                   else node.input)
+        return found
+
+    def next_nodes(tensor):
+        return consumers.get(tensor, [])
+
+    def previous_nodes(tensor):
+        node = producer.get(tensor)
+        return [] if node is None or tensor in weights else [node]
+
+    first = walk([graph_input_name(model)], next_nodes, SHAPE_OPS)
+    last = walk([out.name for out in model.graph.output], previous_nodes,
+                ())
+    return first, last
+
+
+def check_quantize_args(onnx_file, mode, calibration, calibrate_method):
+    """Raise a clear error for arguments :func:`quantize_onnx` refuses."""
+    if mode not in MODES:
+        raise ValueError(
+            f'Unknown quantization mode {mode!r}: use one of {MODES}.')
+    if not osp.isfile(onnx_file):
+        raise FileNotFoundError(f'ONNX file {onnx_file} not found.')
+    if mode == 'static' and (calibration is None or len(calibration) == 0):
+        raise ValueError(
+            'Static quantization needs calibration inputs: a list of '
+            'preprocessed images (N, C, H, W), e.g. from '
+            'calibration_inputs(cfg, num_images).')
+    if calibrate_method not in CALIBRATION_METHODS:
+        raise ValueError(
+            f'Unknown calibration method {calibrate_method!r}: use one of '
+            f'{tuple(CALIBRATION_METHODS)}.')
+
+
+def quantize_onnx(onnx_file,
+                  output_file,
+                  mode,
+                  calibration=None,
+                  calibrate_method='minmax',
+                  keep_boundaries=True):
+    """Write an INT8 version of an fp32 ONNX graph (see the module
+    docstring for what is quantized).
+
+    Args:
+        onnx_file (str): The fp32 graph (one image input), e.g. from
+            ``tools/deployment/pytorch2onnx.py``.
+        output_file (str): The INT8 graph to write.
+        mode (str): ``'dynamic'`` or ``'static'``.
+        calibration (Sequence[np.ndarray], optional): Static mode: the
+            inputs whose activation ranges set the scales, preprocessed as
+            the graph expects (:func:`calibration_inputs`). Ignored by the
+            dynamic mode.
+        calibrate_method (str): Static mode: ``'minmax'`` (the default),
+            ``'percentile'`` or ``'entropy'``.
+        keep_boundaries (bool): Static mode: keep the patch embedding and
+            the head in fp32 (:func:`boundary_nodes`). Defaults to True.
+
+    Raises:
+        ValueError: An unknown mode or calibration method; the static mode
+            without calibration inputs.
+        FileNotFoundError: If ``onnx_file`` is missing.
+
+    Examples:
+        >>> quantize_onnx('svt-s.onnx', 'svt-s-int8.onnx', 'dynamic')
+        >>> cfg = Config.fromfile('configs/demo/'
+        ...     'upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py')
+        >>> quantize_onnx('upernet.onnx', 'upernet-int8.onnx', 'static',
+        ...               calibration_inputs(cfg, 64, split='train'))
+    """
+    check_quantize_args(onnx_file, mode, calibration, calibrate_method)
+    import onnx
+    from onnxruntime.quantization import (CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_dynamic,
+                                          quantize_static)
+    model = onnx.load(onnx_file, load_external_data=False)
+    op_types = list(QUANTIZED_OP_TYPES[mode])
+    if mode == 'dynamic':
+        quantize_dynamic(
+            onnx_file,
+            output_file,
+            op_types_to_quantize=op_types,
+            per_channel=True,
+            weight_type=QuantType.QInt8)
+        return
+    exclude = []
+    if keep_boundaries:
+        first, last = boundary_nodes(model)
+        exclude = first + last
+    quantize_static(
+        onnx_file,
+        output_file,
+        ArrayDataReader(calibration, graph_input_name(model)),
+        quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=op_types,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        nodes_to_exclude=exclude,
+        calibrate_method=getattr(CalibrationMethod,
+                                 CALIBRATION_METHODS[calibrate_method]))
+
+
+def calibration_inputs(cfg, num_images, split='val', batch_size=1):
+    """Preprocessed images of a config's dataset, as its ONNX graph takes
+    them: loaded by the validation pipeline and normalised (and padded)
+    by the model's data preprocessor.
+
+    Args:
+        cfg (Config): An mmtnt config (classifier, segmentor or detector).
+        num_images (int): How many; spread evenly over the dataset (all of
+            it when it has fewer).
+        split (str): ``'val'``: images of ``cfg.val_dataloader``;
+            ``'train'``: those of ``cfg.train_dataloader``'s dataset
+            through the validation pipeline (calibration apart from the
+            images a model is evaluated on). Defaults to ``'val'``.
+        batch_size (int): Images per array. Defaults to 1, which keeps
+            each image at its own size.
+
+    Returns:
+        list[np.ndarray]: float32 arrays (N, C, H, W).
+
+    Examples:
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
+        >>> arrays = calibration_inputs(cfg, 64, batch_size=32)
+        >>> len(arrays), arrays[0].shape
+        (2, (32, 1, 32, 32))
+    """
+    import torch
+    from mmengine.registry import DATASETS, init_default_scope
+    from mmengine.runner import Runner
+    from torch.utils.data import Subset
+    if split not in ('val', 'train'):
+        raise ValueError(f"split must be 'val' or 'train', got {split!r}.")
+    init_default_scope(cfg.get('default_scope'))
+    loader_cfg = copy.deepcopy(cfg.val_dataloader)
+    dataset_cfg = loader_cfg.dataset
+    if split == 'train':
+        dataset_cfg = copy.deepcopy(cfg.train_dataloader.dataset)
+        dataset_cfg.update(
+            pipeline=loader_cfg.dataset.pipeline, test_mode=True)
+    dataset = DATASETS.build(dataset_cfg)
+    count = min(num_images, len(dataset))
+    indices = np.linspace(0, len(dataset) - 1, count).round().astype(int)
+    loader_cfg.update(
+        dataset=Subset(dataset, sorted(set(indices.tolist()))),
+        batch_size=batch_size,
+        num_workers=0,
+        persistent_workers=False,
+        sampler=dict(type='DefaultSampler', shuffle=False))
+    loader = Runner.build_dataloader(loader_cfg)
+    preprocessor = build_data_preprocessor(cfg)
+    with torch.no_grad():
+        return [
+            preprocessor(batch, False)['inputs'].numpy().astype(np.float32)
+            for batch in loader
+        ]
+
+
+def build_data_preprocessor(cfg):
+    """The data preprocessor of a config's model (a top-level
+    ``data_preprocessor`` is the model's, as for mmengine's Runner)."""
+    from mmengine.registry import MODELS
+    model_cfg = copy.deepcopy(cfg.model)
+    if cfg.get('data_preprocessor') is not None:
+        model_cfg.setdefault('data_preprocessor', cfg.data_preprocessor)
+    return MODELS.build(model_cfg).data_preprocessor.eval()
