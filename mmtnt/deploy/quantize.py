@@ -15,12 +15,15 @@ included) into one whose matrix products run in 8-bit integers:
   QuantizeLinear / DequantizeLinear pairs around ``MatMul``, ``Gemm`` and
   ``Conv`` into ``QLinearMatMul`` and ``QLinearConv``.
 
-Both keep in fp32 what :data:`QUANTIZED_OP_TYPES` leaves out, i.e. the
-LayerNorms, softmaxes, GELUs, additions, reshapes and transposes, and the
-static mode also the patch embedding (the first weighted node after the
-image) and the last weighted node before the outputs (the classifier's
-linear head, a segmentor's ``conv_seg``, see :func:`boundary_nodes`).
-docs/inference.md gives the measurements behind these choices.
+Both keep in fp32 what :data:`QUANTIZED_OP_TYPES` leaves out (the
+LayerNorms, softmaxes, GELUs, additions, reshapes and transposes) and the
+products of two activations in attention (``q @ k^T``, ``attn @ v``, see
+:func:`activation_products`); the static mode also keeps the patch
+embedding (the first weighted node after the image) and the last weighted
+nodes before the outputs (the classifier's linear head, a segmentor's
+``conv_seg``, see :func:`boundary_nodes`). Each of these, quantized, lowered
+the agreement of the demos' INT8 outputs with the fp32 ones without making
+the S-size models faster; docs/inference.md gives the measurements.
 """
 import copy
 import os.path as osp
@@ -146,6 +149,31 @@ def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
     return first, last
 
 
+def activation_products(model):
+    """The ``MatMul`` nodes of a graph that multiply two activations (no
+    input is a weight): attention's ``q @ k^T`` and ``attn @ v``.
+
+    Quantized in the QDQ format, their outputs and inputs carry
+    QuantizeLinear / DequantizeLinear pairs that ONNX Runtime fuses with
+    the softmax between them into ``QLinearSoftmax``, which is slower on
+    the CPU than the fp32 softmax; ONNX Runtime's ``MatMulConstBOnly``
+    option, which would skip them, applies to the QOperator format only.
+
+    Args:
+        model (onnx.ModelProto): The graph.
+
+    Returns:
+        list[str]: Their names.
+    """
+    weights = {tensor.name for tensor in model.graph.initializer}
+    weights.update(name for node in model.graph.node
+                   if node.op_type == 'Constant' for name in node.output)
+    return [
+        node.name for node in model.graph.node if node.op_type == 'MatMul'
+        and not any(name in weights for name in node.input)
+    ]
+
+
 def check_quantize_args(onnx_file, mode, calibration, calibrate_method):
     """Raise a clear error for arguments :func:`quantize_onnx` refuses."""
     if mode not in MODES:
@@ -214,10 +242,10 @@ def quantize_onnx(onnx_file,
             per_channel=True,
             weight_type=QuantType.QInt8)
         return
-    exclude = []
+    exclude = activation_products(model)
     if keep_boundaries:
         first, last = boundary_nodes(model)
-        exclude = first + last
+        exclude += first + last
     quantize_static(
         onnx_file,
         output_file,
