@@ -182,3 +182,16 @@ def test_custom_patch_size_and_stride():
     assert model(torch.randn(2, 1, 32, 32))[0].shape == (2, 32, 4, 4)
     with pytest.raises(ValueError, match='first_stride'):
         TNT(arch=TINY, patch_size=8, first_stride=3)
+
+
+@pytest.mark.parametrize('layout', LAYOUTS)
+def test_words_are_contiguous(layout):
+    """The inner stream keeps the layout of the pixel embedding's output
+    (the residual additions follow their input), so it must be stored word
+    by word: otherwise every norm and reshape of every block copies it."""
+    model = TNT(arch=TINY, layout=layout, img_size=32)
+    words = model.word_embed(torch.randn(2, 3, 32, 32))
+    assert words.shape == (8, 16, 8) and words.is_contiguous()
+    words, _ = model.blocks[0](words + model.word_pos,
+                               torch.randn(2, 5, 32))
+    assert words.is_contiguous()
