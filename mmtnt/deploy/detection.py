@@ -75,8 +75,9 @@ def top_candidates(scores, count):
 
 def decode_boxes(coder, priors, deltas, img_shape):
     """Boxes from priors and deltas as mmdet's ``DeltaXYWHBBoxCoder``
-    decodes them with ``max_shape=img_shape``: width and height changes
-    clamped at :data:`WH_RATIO_CLIP`, then the boxes clipped to the image.
+    (without ``add_ctr_clamp``) decodes them with ``max_shape=img_shape``:
+    width and height changes clamped at :data:`WH_RATIO_CLIP`, then the
+    boxes clipped to the image.
 
     Args:
         coder (DeltaXYWHBBoxCoder): The head's box coder.
@@ -93,13 +94,11 @@ def decode_boxes(coder, priors, deltas, img_shape):
         ...              torch.tensor([[0.5, 0, 0, 0]]), (10, 10)).tolist()
         [[4.0, 0.0, 10.0, 8.0]]
     """
-    if type(coder).__name__ != BOX_CODER or coder.add_ctr_clamp:
-        raise ValueError(f'Only {BOX_CODER} (without add_ctr_clamp) is '
-                         f'exported, got {type(coder).__name__}.')
     deltas = deltas * deltas.new_tensor(coder.stds) + deltas.new_tensor(
         coder.means)
     centers = (priors[:, :2] + priors[:, 2:]) * 0.5
     sizes = priors[:, 2:] - priors[:, :2]
+    check_box_coder(coder)
     max_ratio = abs(math.log(WH_RATIO_CLIP))
     centers = centers + sizes * deltas[:, :2]
     sizes = sizes * deltas[:, 2:].clamp(min=-max_ratio, max=max_ratio).exp()
@@ -128,10 +127,8 @@ def nms_by_group(boxes, scores, groups, nms_cfg):
     Returns:
         Tensor: Indices of the kept boxes, by decreasing score.
     """
-    nms_cfg = dict(nms_cfg)
-    if nms_cfg.pop('type', 'nms') != 'nms':
-        raise ValueError('Only plain NMS (type="nms") is exported.')
-    if not nms_cfg.pop('class_agnostic', False):
+    check_nms(nms_cfg)
+    if not nms_cfg.get('class_agnostic', False):
         # As mmcv: the largest coordinate plus 1 apart (0 for no boxes).
         top = torch.cat([boxes.reshape(-1), boxes.new_zeros(1)]).max()
         boxes = boxes + (groups.to(boxes) * (top + 1))[:, None]
@@ -284,31 +281,55 @@ class DetectorGraph(nn.Module):
         from .roi_heads import roi_head_predictions
         rpn_head = self.detector.rpn_head
         proposals, _ = rpn_proposals(rpn_head, *rpn_head(feats), img_shape,
-                                     self.detector.test_cfg.rpn)
+                                     rpn_head.test_cfg)
         results = roi_head_predictions(self.detector.roi_head, feats,
                                        proposals, img_shape)
         return tuple(results[name] for name in self.output_names)
 
 
 def check_detector(detector):
-    """Raise a ValueError unless ``detector`` is one that
-    :class:`DetectorGraph` exports: a single-stage detector with a
-    RetinaHead, or a two-stage one with an RPNHead and a StandardRoIHead.
-    """
-    supported = ('RetinaNet-like single-stage detectors (RetinaHead) and '
-                 'Mask R-CNN / Faster R-CNN (RPNHead + StandardRoIHead)')
+    """Raise a ValueError unless :class:`DetectorGraph` exports
+    ``detector``: a single-stage detector with a RetinaHead, or a two-stage
+    one with an RPNHead and a StandardRoIHead (see
+    :func:`~mmtnt.deploy.roi_heads.check_roi_head`), whose heads decode
+    with :data:`BOX_CODER` and suppress with plain NMS."""
+    from .roi_heads import check_roi_head
     head = getattr(detector, 'bbox_head', None)
-    if head is not None and type(head).__name__ in DENSE_HEADS:
-        return
     rpn_head = getattr(detector, 'rpn_head', None)
     roi_head = getattr(detector, 'roi_head', None)
-    if (type(rpn_head).__name__ == 'RPNHead'
-            and type(roi_head).__name__ == 'StandardRoIHead'):
-        return
-    parts = [
-        type(part).__name__ for part in (head, rpn_head, roi_head)
-        if part is not None
-    ]
-    raise ValueError(f'Cannot export a {type(detector).__name__} '
-                     f'({", ".join(parts) or "no heads"}): this tool '
-                     f'exports {supported}.')
+    if type(head).__name__ in DENSE_HEADS:
+        heads = [head]
+    elif (type(rpn_head).__name__ == 'RPNHead'
+          and type(roi_head).__name__ == 'StandardRoIHead'):
+        check_roi_head(roi_head)
+        heads = [rpn_head, roi_head]
+    else:
+        parts = [
+            type(part).__name__ for part in (head, rpn_head, roi_head)
+            if part is not None
+        ]
+        raise ValueError(
+            f'Cannot export a {type(detector).__name__} '
+            f'({", ".join(parts) or "no heads"}): RetinaNet-like '
+            'single-stage detectors (RetinaHead) and Mask R-CNN / Faster '
+            'R-CNN (RPNHead + StandardRoIHead) are exported.')
+    for part in heads:
+        coder_owner = getattr(part, 'bbox_head', part)
+        check_box_coder(coder_owner.bbox_coder)
+        check_nms(part.test_cfg.nms)
+
+
+def check_box_coder(coder):
+    """Raise a ValueError unless :func:`decode_boxes` decodes as
+    ``coder``: a :data:`BOX_CODER` without ``add_ctr_clamp``."""
+    if type(coder).__name__ != BOX_CODER or coder.add_ctr_clamp:
+        raise ValueError(f'Only {BOX_CODER} (without add_ctr_clamp) is '
+                         f'exported, got {type(coder).__name__}.')
+
+
+def check_nms(nms_cfg):
+    """Raise a ValueError unless ``nms_cfg`` asks for plain NMS."""
+    nms_type = nms_cfg.get('type', 'nms')
+    if nms_type != 'nms':
+        raise ValueError("Only plain NMS (type='nms') is exported, got "
+                         f'{nms_type!r}.')
