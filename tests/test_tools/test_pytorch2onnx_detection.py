@@ -1,0 +1,239 @@
+"""Checks of the detector export of ``tools/deployment/pytorch2onnx.py``.
+
+* The demo RetinaNet and Mask R-CNN after their short runs (the session's
+  ``short_runs``, shared with ``test_dense_demo.py``), exported through the
+  tool with ``--dynamic-export --verify`` as a user does: ONNX Runtime
+  finds what mmdet's own ``predict`` finds in a demo scene, at the export
+  size and at two sizes the export did not see.
+* One full-size config per family with random weights, exported and
+  verified in-process the same way. Their final classification layers are
+  rescaled first (:func:`spread_scores`): as initialised, every score lies
+  within about 1e-5 of the others, below the score threshold, and NMS
+  between boxes whose scores differ by less than the float noise of two
+  runtimes (about 1e-7) may keep either box.
+* That verify fails where it should: a graph without NMS, and detections
+  that are perturbed, missing or relabelled; near-equal scores in another
+  order are matched and counted.
+"""
+import re
+
+import numpy as np
+import pytest
+import torch
+from demo_runs import (SHORT_EPOCHS_MASK_RCNN, SHORT_EPOCHS_RETINANET,
+                       data_options, describe, load_tool_module, run_tool,
+                       short_epochs)
+from mmengine.config import Config
+
+RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
+MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
+DEMO_EPOCHS = {RETINANET: SHORT_EPOCHS_RETINANET,
+               MASK_RCNN: SHORT_EPOCHS_MASK_RCNN}
+# One full-size detector per family, with fewer RPN proposals than COCO's
+# 1000 (the same graph, checked faster).
+FULL_SIZE = {
+    'TNT': ('configs/tnt/retinanet_tnt-s-p16_fpn_1x_coco.py', {}),
+    'PyramidTNT':
+    ('configs/pyramid_tnt/mask-rcnn_pyramid-tnt-s_fpn_1x_coco.py',
+     {'model.test_cfg.rpn.max_per_img': 100}),
+    'Twins': ('configs/twins/retinanet_twins-svt-s_fpn_1x_coco.py', {}),
+}
+# --shape of the exports (traced at 512, MIN_DYNAMIC_TRACE_SIZE): the demo
+# scenes' size, and a small one for the full-size detectors.
+DEMO_SIZE = (128, 128)
+FULL_SIZE_SHAPE = (160, 160)
+# Logit spread of the rescaled classification layers of random detectors.
+LOGIT_STD = 1.5
+
+
+@pytest.fixture(scope='module')
+def tool():
+    return load_tool_module('deployment/pytorch2onnx.py')
+
+
+def export_demo(config, scenes, short_runs, tmp_path):
+    """Export the short run of a demo detector through the tool with
+    ``--dynamic-export --verify`` on a validation scene; its output."""
+    run = short_runs.train(
+        config,
+        data_options(config, scenes) + short_epochs(DEMO_EPOCHS[config]))
+    onnx_file = tmp_path / 'detector.onnx'
+    result, seconds = run_tool([
+        'tools/deployment/pytorch2onnx.py', config, run.checkpoint,
+        '--output-file',
+        str(onnx_file), '--shape', *map(str, DEMO_SIZE), '--dynamic-export',
+        '--verify', '--verify-image',
+        str(scenes / 'coco' / 'val' / '000001.jpg')
+    ],
+                               timeout=600)
+    assert result.returncode == 0, describe(result)
+    print(f'{config}: exported and verified in {seconds:.0f} s')
+    return result.stdout
+
+
+def check_verified(out, outputs):
+    """Assert the tool's output names ``outputs`` and three checks that
+    passed with detections; return the verify lines."""
+    assert 'outputs ' + ', '.join(repr(name) for name in outputs) in out
+    assert 'Dynamic axes: height and width' in out
+    lines = [line for line in out.splitlines() if line.startswith('Verify')]
+    print('\n'.join(lines))
+    assert len(lines) == 3 and all(line.endswith(': OK') for line in lines)
+    for size in ('128, 128', '167, 195', '97, 165'):
+        assert any(f'(1, 3, {size})' in line for line in lines), size
+    counts = [int(re.search(r'(\d+) detections \(mmdet', line).group(1))
+              for line in lines]
+    assert min(counts) > 0, lines
+    return lines
+
+
+@pytest.mark.slow
+def test_retinanet_demo_export(demo_scenes, short_runs, tmp_path):
+    out = export_demo(RETINANET, demo_scenes, short_runs, tmp_path)
+    check_verified(out, ('boxes', 'scores', 'labels'))
+
+
+@pytest.mark.slow
+def test_mask_rcnn_demo_export(demo_scenes, short_runs, tmp_path):
+    out = export_demo(MASK_RCNN, demo_scenes, short_runs, tmp_path)
+    lines = check_verified(out, ('boxes', 'scores', 'labels', 'masks'))
+    assert all('min mask IoU' in line for line in lines)
+
+
+def spread_scores(model, inputs, tool):
+    """Rescale the final classification layers of a random detector
+    (``retina_cls``, ``rpn_cls``, ``fc_cls``) so that their logits on
+    ``inputs`` have the standard deviation ``LOGIT_STD`` about their bias
+    (the focal-loss prior), one layer after the other."""
+    for name, layer in model.named_modules():
+        if not name.endswith(('retina_cls', 'rpn_cls', 'fc_cls')):
+            continue
+        found = []
+
+        def record(module, args, output):
+            bias = module.bias.view(-1, *[1] * (output.dim() - 2))
+            found.append((output - bias).flatten())
+
+        hook = layer.register_forward_hook(record)
+        tool.eager_detections(model, inputs)
+        hook.remove()
+        shifts = torch.cat(found)
+        scale = LOGIT_STD / shifts.std()
+        with torch.no_grad():
+            layer.weight *= scale
+            layer.bias -= scale * shifts.mean()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', list(FULL_SIZE))
+def test_full_size_export(tool, tmp_path, family):
+    config, options = FULL_SIZE[family]
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict(options)
+    torch.manual_seed(0)
+    model = tool.build_model(cfg)
+    spread_scores(model, tool.detector_input(model, DEMO_SIZE, seed=1), tool)
+    graph = tool.export_graph(model)
+    onnx_file = str(tmp_path / f'{family}.onnx')
+    ranges = tool.export_onnx(graph, onnx_file, FULL_SIZE_SHAPE, dynamic=True)
+    assert ranges['batch'] == (1, 1)
+    assert ranges['height'][1] is None and ranges['width'][1] is None
+
+    shapes = tool.detector_shapes(FULL_SIZE_SHAPE)
+    results = tool.verify_detector_onnx(onnx_file, graph, shapes)
+    for result in results:
+        print(tool.describe_detector_check(result))
+    for shape, result in zip(shapes, results):
+        assert result['shape'] == (1, 3, *shape)
+        assert result['error'] is None, result
+        assert result['count'] > 0
+
+
+def test_verify_fails_without_nms(tool, monkeypatch):
+    """The demo RetinaNet's graph in PyTorch with and without its NMS
+    against mmdet: only the first matches."""
+    from mmtnt.deploy import detection
+    cfg = Config.fromfile(RETINANET)
+    cfg.merge_from_dict({'model.test_cfg.score_thr': 0.0})
+    torch.manual_seed(0)
+    model = tool.build_model(cfg)
+    graph = tool.export_graph(model)
+    inputs = tool.detector_input(model, (96, 128))
+    expected = tool.eager_detections(model, inputs)
+
+    def match():
+        with torch.no_grad():
+            outputs = [value.numpy() for value in graph(inputs)]
+        return tool.match_detections(
+            dict(zip(graph.output_names, outputs)), expected, 128)
+
+    assert match()['error'] is None
+    monkeypatch.setattr(detection.torchvision.ops, 'nms',
+                        lambda boxes, scores, iou: scores.argsort(
+                            descending=True))
+    result = match()
+    assert result['error'] is not None
+    assert result['count'] == result['expected_count'] == 50
+
+
+def detections(num, seed=0, masks=False):
+    """``num`` random detections by decreasing score, 2 to 4 apart."""
+    rng = np.random.default_rng(seed)
+    corners = rng.uniform(0, 60, (num, 2))
+    found = dict(
+        boxes=np.concatenate([corners, corners + 20], axis=1),
+        scores=np.sort(rng.uniform(0.1, 0.9, num))[::-1].copy(),
+        labels=rng.integers(0, 4, num))
+    found['scores'] -= np.arange(num) * 1e-3  # at least 1e-3 apart
+    if masks:
+        found['masks'] = rng.uniform(size=(num, 80, 80)) > 0.5
+    return found
+
+
+def test_match_detections(tool):
+    expected = detections(6, masks=True)
+    result = tool.match_detections(expected, expected, 80)
+    assert result['error'] is None and result['reordered'] == 0
+    assert result['min_mask_iou'] == 1
+
+    # near-equal scores in another order: matched as a set, counted
+    tied = {k: v.copy() for k, v in expected.items()}
+    tied['scores'][2] = tied['scores'][3] + 5e-5
+    swapped = {k: v[[0, 1, 3, 2, 4, 5]] for k, v in tied.items()}
+    result = tool.match_detections(swapped, tied, 80)
+    assert result['error'] is None and result['reordered'] == 2
+    # ... but not scores further apart
+    swapped = {k: v[[0, 1, 3, 2, 4, 5]] for k, v in expected.items()}
+    assert tool.match_detections(swapped, expected, 80)['error'] is not None
+
+    def perturbed(key, index, change):
+        found = {k: v.copy() for k, v in expected.items()}
+        found[key][index] = change(found[key][index])
+        return tool.match_detections(found, expected, 80)
+
+    result = perturbed('boxes', 4, lambda box: box + 0.05)
+    assert result['error'] is None and result['max_box'] == pytest.approx(
+        0.05)
+    assert perturbed('boxes', 4, lambda box: box + 0.1)['error'] is not None
+    assert perturbed('scores', 1, lambda s: s + 2e-4)['error'] is not None
+    assert perturbed('labels', 0, lambda label: label + 1)['error']
+    result = perturbed('masks', 5, lambda mask: ~mask)
+    assert result['error'] is not None and result['min_mask_iou'] < 0.5
+
+    fewer = {k: v[:5] for k, v in expected.items()}
+    assert '5 detections, mmdet 6' in tool.match_detections(
+        fewer, expected, 80)['error']
+    none = {k: v[:0] for k, v in expected.items()}
+    result = tool.match_detections(none, none, 80)
+    assert result['error'] is None and result['count'] == 0
+
+
+def test_unsupported_post_processing(tool):
+    """Soft-NMS in either stage is refused when the model is built."""
+    for config, key in ((RETINANET, 'model.test_cfg.nms.type'),
+                        (MASK_RCNN, 'model.test_cfg.rpn.nms.type'),
+                        (MASK_RCNN, 'model.test_cfg.rcnn.nms.type')):
+        cfg = Config.fromfile(config)
+        cfg.merge_from_dict({key: 'soft_nms'})
+        with pytest.raises(ValueError, match='Only plain NMS'):
+            tool.build_model(cfg)
