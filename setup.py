@@ -89,6 +89,9 @@ setup(
     python_requires='>=3.8',
     install_requires=parse_requirements('mminstall') +
     parse_requirements('runtime'),
-    extras_require={'tests': parse_requirements('tests')},
+    extras_require={
+        'tests': parse_requirements('tests'),
+        'deploy': parse_requirements('deploy')
+    },
     zip_safe=False,
 )

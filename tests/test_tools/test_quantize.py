@@ -5,6 +5,8 @@
   exported to ONNX and quantized in both modes, must keep its top-1 within
   a point of the fp32 graph's on a slice of the test set, scored as
   ``tools/analysis_tools/int8_benchmark.py`` scores it.
+* ``tools/deployment/pytorch2onnx.py --int8 static`` on the same model
+  writes an INT8 graph that ONNX Runtime runs.
 * On a small hand-made graph: the static mode keeps the first and last
   weighted nodes in fp32 and quantizes those between; the arguments it
   refuses raise clear errors.
@@ -58,6 +60,32 @@ def test_quantized_demo_classifier_holds_accuracy(fashion_mnist, short_runs,
         assert top1['fp32'] - top1[mode] <= MAX_DROP, (mode, top1)
     assert 'MatMulInteger' in op_types(files['dynamic'])
     assert 'QuantizeLinear' in op_types(files['static'])
+
+
+def test_export_tool_writes_the_int8_graph(fashion_mnist, short_runs,
+                                           tmp_path, capsys):
+    """``pytorch2onnx.py --int8 static`` calibrates on training images and
+    writes a QDQ graph beside the fp32 one, which ONNX Runtime runs."""
+    import onnxruntime as ort
+    tool = load_tool_module('deployment/pytorch2onnx.py')
+    run = short_runs.train(DEMO_CONFIG, short_fashion_mnist_run())
+    fp32 = tmp_path / 'demo.onnx'
+    tool.main([
+        osp.join(ROOT, DEMO_CONFIG), run.checkpoint, '--output-file',
+        str(fp32), '--shape', '32', '32', '--int8', 'static',
+        '--calibration-images', '8', '--cfg-options', *(
+            f'{split}_dataloader.dataset.data_root={fashion_mnist}'
+            for split in ('train', 'val', 'test'))
+    ])
+    int8 = tmp_path / 'demo_int8.onnx'
+    assert f'calibrated on 8 training images) to {int8}' in (
+        capsys.readouterr().out)
+    assert 'QuantizeLinear' in op_types(str(int8))
+    session = ort.InferenceSession(
+        str(int8), providers=['CPUExecutionProvider'])
+    scores = session.run(None, {'input': np.zeros((1, 1, 32, 32),
+                                                  np.float32)})[0]
+    assert scores.shape == (1, 10)
 
 
 def op_types(onnx_file):

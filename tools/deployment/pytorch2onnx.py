@@ -57,6 +57,13 @@ scores within ``DET_SCORE_TOLERANCE``, mask IoU at least
 ``DET_MASK_IOU``; detections whose scores are that close may come in
 another order (they are matched as a set, and counted).
 
+``--int8 dynamic|static`` also writes an INT8 graph for ONNX Runtime on
+the CPU (``mmtnt.deploy.quantize.quantize_onnx``; static mode calibrates on
+``--calibration-images`` training images through the validation pipeline
+and the model's data preprocessor). It is not compared by ``--verify``:
+docs/inference.md gives its accuracy on the demos and which layers stay
+fp32.
+
 Examples::
 
     python tools/deployment/pytorch2onnx.py \\
@@ -66,10 +73,14 @@ Examples::
         configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py \\
         --output-file upernet.onnx --shape 128 128 --dynamic-export \\
         --verify --verify-shape 96 160
-    python tools/deployment/pytorch2onnx.py \
-        configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \
-        retinanet.pth --output-file retinanet.onnx --shape 128 128 \
+    python tools/deployment/pytorch2onnx.py \\
+        configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
+        retinanet.pth --output-file retinanet.onnx --shape 128 128 \\
         --dynamic-export --verify --verify-image scene.jpg
+    python tools/deployment/pytorch2onnx.py \\
+        configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
+        --output-file svt-s.onnx --shape 224 224 --dynamic-export \\
+        --int8 dynamic
 """
 import argparse
 import contextlib
@@ -110,6 +121,9 @@ MAX_EMBEDDED_WEIGHT_BYTES = 1.8 * 2**30
 #: the three families has at least two windows or positions a side.
 MIN_DYNAMIC_TRACE_SIZE = 512
 INPUT_NAME = 'input'
+#: Images ``--int8 static`` calibrates on: as many as the INT8 table of
+#: docs/inference.md was measured with.
+DEFAULT_CALIBRATION_IMAGES = 64
 
 
 def parse_args(argv=None):
@@ -178,6 +192,23 @@ def parse_args(argv=None):
         default=DEFAULT_TOLERANCE,
         help='largest relative difference max|onnx - torch| / max|torch| '
         f'accepted by --verify (default {DEFAULT_TOLERANCE})')
+    parser.add_argument(
+        '--int8',
+        choices=['dynamic', 'static'],
+        help='also write an INT8 graph for ONNX Runtime on the CPU '
+        '(mmtnt.deploy.quantize.quantize_onnx): dynamic (int8 weights, no '
+        'data needed) or static (activations calibrated on '
+        '--calibration-images images of the training set)')
+    parser.add_argument(
+        '--int8-file',
+        help='the INT8 graph to write; defaults to the output file with '
+        '"_int8" before ".onnx"')
+    parser.add_argument(
+        '--calibration-images',
+        type=int,
+        default=DEFAULT_CALIBRATION_IMAGES,
+        help='--int8 static: training images, through the validation '
+        f'pipeline, to calibrate on (default {DEFAULT_CALIBRATION_IMAGES})')
     parser.add_argument(
         '--cfg-options',
         nargs='+',
@@ -922,14 +953,55 @@ def format_range(low, high):
     return f'[{low}, {"inf" if high is None else high}]'
 
 
+def load_config(args):
+    """The config with ``--cfg-options`` merged."""
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    return cfg
+
+
+def int8_file(args):
+    """Where ``--int8`` writes: ``--int8-file``, else the output file with
+    ``_int8`` before its extension.
+
+    Examples:
+        >>> int8_file(parse_args(['c.py', '--output-file', 'svt.onnx',
+        ...                       '--shape', '224', '224', '--int8',
+        ...                       'dynamic']))
+        'svt_int8.onnx'
+    """
+    if args.int8_file:
+        return args.int8_file
+    root, ext = osp.splitext(args.output_file)
+    return f'{root}_int8{ext or ".onnx"}'
+
+
+def write_int8(args):
+    """Quantize the exported graph as ``--int8`` asks and say where it is.
+    """
+    from mmtnt.deploy.quantize import calibration_inputs, quantize_onnx
+    calibration = None
+    if args.int8 == 'static':
+        calibration = calibration_inputs(
+            load_config(args), args.calibration_images, split='train')
+    output_file = int8_file(args)
+    quantize_onnx(args.output_file, output_file, args.int8, calibration)
+    detail = ('weights int8, activations quantized at run time'
+              if args.int8 == 'dynamic' else
+              f'calibrated on {len(calibration)} training images')
+    print(f'Wrote the INT8 graph ({args.int8}: {detail}) to {output_file}; '
+          'docs/inference.md says which layers stay fp32.')
+
+
 def load_model(args):
     """The config's model with the checkpoint's weights; SystemExit with
     the reason when that fails."""
     if args.batch_size < 1:
         raise SystemExit('Error: --batch-size must be at least 1.')
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    if args.int8 is not None and args.calibration_images < 1:
+        raise SystemExit('Error: --calibration-images must be at least 1.')
+    cfg = load_config(args)
     try:
         model = build_model(cfg, args.checkpoint)
     except (ValueError, FileNotFoundError) as error:
@@ -1033,6 +1105,8 @@ def main(argv=None):
         opset_version=args.opset_version,
         dynamic=args.dynamic_export)
     report_export(args, model, graph, channels, ranges)
+    if args.int8 is not None:
+        write_int8(args)
     if not args.verify:
         return
     if isinstance(graph, DetectorGraph):
