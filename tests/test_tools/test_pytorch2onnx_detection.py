@@ -34,7 +34,7 @@ DEMO_EPOCHS = {RETINANET: SHORT_EPOCHS_RETINANET,
 FULL_SIZE = {
     'TNT': ('configs/tnt/retinanet_tnt-s-p16_fpn_1x_coco.py', {}),
     'PyramidTNT':
-    ('configs/pyramid_tnt/mask-rcnn_pyramid-tnt-s_fpn_1x_coco.py',
+    ('configs/pyramid_tnt/mask-rcnn_pyramid-tnt-ti_fpn_1x_coco.py',
      {'model.test_cfg.rpn.max_per_img': 100}),
     'Twins': ('configs/twins/retinanet_twins-svt-s_fpn_1x_coco.py', {}),
 }
