@@ -14,7 +14,7 @@ import os.path as osp
 import pytest
 import torch
 from mmengine.config import Config
-from mmengine.registry import MODELS, init_default_scope
+from mmengine.registry import MODELS, DefaultScope
 from mmengine.structures import InstanceData
 
 from mmtnt.deploy.roi_heads import extract_roi_feats, roi_head_predictions
@@ -30,13 +30,15 @@ NUM_PROPOSALS = 100
 
 @pytest.fixture(scope='module')
 def model():
-    """The demo Mask R-CNN with random weights, in eval mode."""
+    """The demo Mask R-CNN with random weights, in eval mode, built and
+    used under mmdet's default scope, which is put back after the module
+    (the per-test restore of conftest.py does not reach module fixtures)."""
     import mmtnt.models  # noqa: F401 (registers the backbones)
-    init_default_scope('mmdet')
     cfg = Config.fromfile(CONFIG)
     cfg.model.test_cfg.rcnn.score_thr = SCORE_THR
     torch.manual_seed(0)
-    return MODELS.build(cfg.model).eval()
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        yield MODELS.build(cfg.model).eval()
 
 
 def image_inputs(model, height, width, num_proposals=NUM_PROPOSALS, seed=0):
