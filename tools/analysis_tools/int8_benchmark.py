@@ -361,18 +361,6 @@ SPEED_COLUMNS = [
 ]
 
 
-def markdown_table(columns, rows):
-    """The rows as a markdown table (missing cells as '-')."""
-    lines = [
-        '| ' + ' | '.join(title for _, title in columns) + ' |',
-        '|' + '---|' * len(columns)
-    ]
-    for row in rows:
-        lines.append('| ' + ' | '.join(
-            str(row.get(key, '-')) for key, _ in columns) + ' |')
-    return '\n'.join(lines)
-
-
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -384,22 +372,24 @@ def main(argv=None):
             if checkpoint:
                 accuracy.append(
                     demo_accuracy(kind, checkpoint, args, work_dir))
-                print(markdown_table(ACCURACY_COLUMNS, accuracy[-1:]),
+                print(onnx_benchmark.markdown_table(accuracy[-1:],
+                                                    ACCURACY_COLUMNS),
                       flush=True)
         for config in args.speed_configs:
             rows = speed_rows(config, args, work_dir)
             speed.extend(rows)
             gc.collect()  # the model, its copy and the sessions
-            print(markdown_table(SPEED_COLUMNS, rows), flush=True)
+            print(onnx_benchmark.markdown_table(rows, SPEED_COLUMNS),
+                  flush=True)
     if accuracy:
         print('\nAccuracy of the same test images (static mode calibrated on '
               f'{args.calibration_images} training images):\n')
-        print(markdown_table(ACCURACY_COLUMNS, accuracy))
+        print(onnx_benchmark.markdown_table(accuracy, ACCURACY_COLUMNS))
     if speed:
         print(f'\n{args.threads} threads, median (fastest-slowest) of '
               f'{args.rounds} runs; speed-ups: median (lowest-highest) of '
               'the per-round ratios, above 1 = INT8 faster:\n')
-        print(markdown_table(SPEED_COLUMNS, speed))
+        print(onnx_benchmark.markdown_table(speed, SPEED_COLUMNS))
 
 
 if __name__ == '__main__':

@@ -222,15 +222,21 @@ COLUMNS = [
 ]
 
 
-def markdown_table(rows):
-    """The rows as a markdown table (missing cells as '-')."""
+def markdown_table(rows, columns=COLUMNS):
+    """The rows as a markdown table (missing cells as '-').
+
+    Args:
+        rows (list[dict]): Cells by key.
+        columns (list[tuple[str, str]]): ``(key, title)`` of each column.
+            Defaults to :data:`COLUMNS`.
+    """
     lines = [
-        '| ' + ' | '.join(title for _, title in COLUMNS) + ' |',
-        '|' + '---|' * len(COLUMNS)
+        '| ' + ' | '.join(title for _, title in columns) + ' |',
+        '|' + '---|' * len(columns)
     ]
     for row in rows:
         lines.append('| ' + ' | '.join(
-            str(row.get(key, '-')) for key, _ in COLUMNS) + ' |')
+            str(row.get(key, '-')) for key, _ in columns) + ' |')
     return '\n'.join(lines)
 
 
