@@ -232,7 +232,6 @@ def quantize_onnx(onnx_file,
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat,
                                           QuantType, quantize_dynamic,
                                           quantize_static)
-    model = onnx.load(onnx_file, load_external_data=False)
     op_types = list(QUANTIZED_OP_TYPES[mode])
     if mode == 'dynamic':
         quantize_dynamic(
@@ -242,6 +241,7 @@ def quantize_onnx(onnx_file,
             per_channel=True,
             weight_type=QuantType.QInt8)
         return
+    model = onnx.load(onnx_file, load_external_data=False)
     exclude = activation_products(model)
     if keep_boundaries:
         first, last = boundary_nodes(model)
