@@ -646,6 +646,17 @@ def relative_difference(actual, expected):
     return float(error / scale) if scale > 0 else float(error)
 
 
+def cpu_session(onnx_file, num_threads=None):
+    """An ONNX Runtime session on the CPU, with ``num_threads`` intra-op
+    threads (ONNX Runtime's default when None)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    if num_threads is not None:
+        options.intra_op_num_threads = num_threads
+    return ort.InferenceSession(
+        onnx_file, options, providers=['CPUExecutionProvider'])
+
+
 def verify_onnx(output_file, graph, checks, channels=3, seed=0,
                 num_threads=None):
     """Run the ONNX graph with ONNX Runtime (CPU) and PyTorch on the same
@@ -666,12 +677,7 @@ def verify_onnx(output_file, graph, checks, channels=3, seed=0,
         both infinite when ONNX Runtime failed or returned another shape,
         and ``error`` (that exception, else None).
     """
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    if num_threads is not None:
-        options.intra_op_num_threads = num_threads
-    session = ort.InferenceSession(
-        output_file, options, providers=['CPUExecutionProvider'])
+    session = cpu_session(output_file, num_threads)
     generator = torch.Generator().manual_seed(seed)
     results = []
     for batch, height, width in checks:
@@ -908,12 +914,7 @@ def verify_detector_onnx(output_file, graph, shapes, image=None, seed=0,
         ``shape`` (the input's) added; an ONNX Runtime failure is the
         ``error``.
     """
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    if num_threads is not None:
-        options.intra_op_num_threads = num_threads
-    session = ort.InferenceSession(
-        output_file, options, providers=['CPUExecutionProvider'])
+    session = cpu_session(output_file, num_threads)
     model = graph.detector
     results = []
     for shape in shapes:
