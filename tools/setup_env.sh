@@ -13,7 +13,8 @@
 #   3. the rest of the stack (requirements/runtime.txt, requirements/tests.txt)
 #      and mmtnt itself in editable mode;
 #   4. the Fashion-MNIST files of the embedded demo (Debian package
-#      dataset-fashion-mnist) when they are missing and apt-get is usable.
+#      dataset-fashion-mnist) and qemu-user (the tests run INT8 graphs on
+#      an emulated AVX2 CPU) when they are missing and apt-get is usable.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -80,14 +81,24 @@ log "installing the OpenMMLab stack, test requirements and mmtnt"
     "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" "mmcv==$MMCV_VERSION"
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 
-# 4. Fashion-MNIST for the embedded demo.
+# 4. Debian packages: Fashion-MNIST for the embedded demo, and qemu-user,
+#    whose emulated AVX2 CPU runs the INT8 graphs in the tests as a CPU
+#    without VNNI does (tests/test_tools/test_quantize.py).
+missing=()
 if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1 && [ ! -d "$ROOT/data/fashion_mnist" ]; then
+    missing+=(dataset-fashion-mnist)
+fi
+if ! command -v qemu-x86_64 >/dev/null 2>&1; then
+    missing+=(qemu-user)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-        log "installing Debian package dataset-fashion-mnist"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist
+        log "installing Debian packages ${missing[*]}"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     else
-        log "Fashion-MNIST not found: install the Debian package dataset-fashion-mnist" \
-            "or see docs/datasets.md (Fashion-MNIST) to place the files under data/fashion_mnist"
+        log "Debian packages ${missing[*]} not installed (needs apt-get as root):" \
+            "see docs/datasets.md (Fashion-MNIST) to place the files under data/fashion_mnist;" \
+            "without qemu-user the INT8 test on an emulated AVX2 CPU is skipped"
     fi
 fi
 

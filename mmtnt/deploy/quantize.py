@@ -24,6 +24,18 @@ nodes before the outputs (the classifier's linear head, a segmentor's
 ``conv_seg``, see :func:`boundary_nodes`). Each of these, quantized, lowered
 the agreement of the demos' INT8 outputs with the fp32 ones without making
 the S-size models faster; docs/inference.md gives the measurements.
+
+The int8 weights use 7 bits (``reduce_range``, values in [-64, 64]) by
+default, so that a graph computes the same on every x86-64 CPU. ONNX
+Runtime multiplies uint8 activations by int8 weights with ``VPMADDUBSW``
+on CPUs with AVX2, or AVX-512 without VNNI: it adds two neighbouring
+products into a saturating 16-bit integer. With 8-bit weights such a sum
+reaches 2 * 255 * 128 = 65,280 and is clipped at 32,767; with 7-bit
+weights it stays within 2 * 255 * 64 = 32,640. CPUs with VNNI
+(``VPDPBUSD``) add into 32 bits and never saturate, so there the full
+8-bit range is a little more precise and just as fast; a graph quantized
+on one machine, though, is run on others. :func:`cpu_int8_features` says
+which kind of CPU runs the code.
 """
 import copy
 import os.path as osp
@@ -42,6 +54,17 @@ CALIBRATION_METHODS = dict(
 #: Ops whose outputs only describe shapes: a walk from the image along
 #: the data does not follow them.
 SHAPE_OPS = ('Shape', 'Size')
+#: The largest magnitude of the int8 weights of a graph written with
+#: ``reduce_range=True``: two products of uint8 activations by such
+#: weights add up to at most 2 * 255 * 64 = 32,640, within a 16-bit sum.
+REDUCED_WEIGHT_LIMIT = 64
+#: The CPU flags (Linux ``/proc/cpuinfo`` names) that decide how ONNX
+#: Runtime multiplies 8-bit integers on x86-64.
+INT8_CPU_FLAGS = dict(
+    avx2='AVX2',
+    avx512f='AVX-512',
+    avx512_vnni='AVX-512 VNNI',
+    avx_vnni='AVX-VNNI')
 
 
 class ArrayDataReader:
@@ -174,6 +197,38 @@ def activation_products(model):
     ]
 
 
+def cpu_int8_features(cpuinfo='/proc/cpuinfo'):
+    """The x86-64 instruction sets of this CPU that decide how ONNX
+    Runtime runs 8-bit integer products (:data:`INT8_CPU_FLAGS`), and
+    whether an INT8 graph with 8-bit weights may saturate on it.
+
+    Args:
+        cpuinfo (str): The file that lists the CPU's flags. Defaults to
+            Linux's ``/proc/cpuinfo``.
+
+    Returns:
+        dict: ``features`` (list[str], e.g. ``['AVX2', 'AVX-512',
+        'AVX-512 VNNI']``; empty where ``cpuinfo`` cannot be read) and
+        ``saturates`` (bool | None: True where 8-bit weights can saturate,
+        i.e. AVX2 without VNNI; None where the flags are unknown).
+
+    Examples:
+        >>> cpu_int8_features()
+        {'features': ['AVX2', 'AVX-512', 'AVX-512 VNNI'], 'saturates': False}
+    """
+    try:
+        with open(cpuinfo) as f:
+            flags = next((line.split(':', 1)[1].split()
+                          for line in f if line.startswith('flags')), None)
+    except OSError:
+        flags = None
+    if flags is None:
+        return dict(features=[], saturates=None)
+    features = [name for flag, name in INT8_CPU_FLAGS.items() if flag in flags]
+    vnni = 'avx512_vnni' in flags or 'avx_vnni' in flags
+    return dict(features=features, saturates='avx2' in flags and not vnni)
+
+
 def check_quantize_args(onnx_file, mode, calibration, calibrate_method):
     """Raise a clear error for arguments :func:`quantize_onnx` refuses."""
     if mode not in MODES:
@@ -197,7 +252,8 @@ def quantize_onnx(onnx_file,
                   mode,
                   calibration=None,
                   calibrate_method='minmax',
-                  keep_boundaries=True):
+                  keep_boundaries=True,
+                  reduce_range=True):
     """Write an INT8 version of an fp32 ONNX graph (see the module
     docstring for what is quantized).
 
@@ -214,6 +270,11 @@ def quantize_onnx(onnx_file,
             ``'percentile'`` or ``'entropy'``.
         keep_boundaries (bool): Static mode: keep the patch embedding and
             the head in fp32 (:func:`boundary_nodes`). Defaults to True.
+        reduce_range (bool): Store the weights in 7 bits (at most
+            :data:`REDUCED_WEIGHT_LIMIT` in magnitude), which no x86-64
+            CPU's integer products saturate (see the module docstring).
+            False uses the full 8 bits, which only CPUs with VNNI run
+            without saturating. Defaults to True.
 
     Raises:
         ValueError: An unknown mode or calibration method; the static mode
@@ -239,6 +300,7 @@ def quantize_onnx(onnx_file,
             output_file,
             op_types_to_quantize=op_types,
             per_channel=True,
+            reduce_range=reduce_range,
             weight_type=QuantType.QInt8)
         return
     model = onnx.load(onnx_file, load_external_data=False)
@@ -253,6 +315,7 @@ def quantize_onnx(onnx_file,
         quant_format=QuantFormat.QDQ,
         op_types_to_quantize=op_types,
         per_channel=True,
+        reduce_range=reduce_range,
         activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         nodes_to_exclude=exclude,

@@ -31,6 +31,14 @@ and for the eager model with ``mmtnt.accelerate_for_cpu`` in
 slowest) and the speed-ups as the median (lowest-highest) of the
 per-round ratios, so that load changing between rounds cancels.
 
+The INT8 graphs store 7-bit weights (``quantize_onnx``'s default
+``reduce_range=True``, which no x86-64 CPU saturates); ``--full-range``
+adds graphs with the full 8-bit weights (``dynamic-8bit``,
+``static-8bit``), the fastest setting, to compare their accuracy and
+speed on the machine at hand. The CPU's integer instruction sets (AVX2,
+AVX-512, VNNI) are printed with the tables: 8-bit weights saturate on
+CPUs with AVX2 and no VNNI.
+
 The tables are printed in markdown. Machine-specific numbers belong in the
 docs, not in code.
 
@@ -57,7 +65,8 @@ import torch
 from mmengine.config import Config
 
 from mmtnt.accel import accelerate_for_cpu
-from mmtnt.deploy.quantize import MODES, calibration_inputs, quantize_onnx
+from mmtnt.deploy.quantize import (MODES, calibration_inputs,
+                                   cpu_int8_features, quantize_onnx)
 
 TOOLS = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, osp.join(TOOLS, 'deployment'))
@@ -84,7 +93,8 @@ SPEED_CONFIGS = [
 #: The size the demos are exported at (their images are 32 or 128 pixels;
 #: a dynamic export traces at 512 anyway).
 DEMO_EXPORT_SIZE = (128, 128)
-GRAPHS = ('fp32', ) + MODES
+#: The suffix of the graphs with 8-bit weights (``--full-range``).
+FULL_RANGE = '-8bit'
 
 
 def parse_args(argv=None):
@@ -125,6 +135,11 @@ def parse_args(argv=None):
         '--rounds', type=int, default=9, help='timed runs of each')
     parser.add_argument(
         '--warmup', type=int, default=2, help='untimed runs of each first')
+    parser.add_argument(
+        '--full-range',
+        action='store_true',
+        help='also quantize with 8-bit weights (reduce_range=False): the '
+        'dynamic-8bit and static-8bit graphs')
     parser.add_argument(
         '--work-dir',
         help='where the ONNX files are written (default: a temporary '
@@ -235,12 +250,25 @@ def evaluate(cfg, model, sessions, num_images=None):
     }
 
 
-def quantized_files(fp32, calibration, prefix):
-    """Quantize ``fp32`` in every mode; name -> file, fp32 included."""
+def int8_graphs(full_range=False):
+    """The names of the INT8 graphs: each mode (7-bit weights), then with
+    ``full_range`` each mode with 8-bit weights (``FULL_RANGE``)."""
+    return list(MODES) + ([m + FULL_RANGE for m in MODES] if full_range
+                          else [])
+
+
+def quantized_files(fp32, calibration, prefix, full_range=False):
+    """Quantize ``fp32`` into each of :func:`int8_graphs`; name -> file,
+    fp32 included."""
     files = dict(fp32=fp32)
-    for mode in MODES:
-        files[mode] = f'{prefix}-int8-{mode}.onnx'
-        quantize_onnx(fp32, files[mode], mode, calibration=calibration)
+    for name in int8_graphs(full_range):
+        files[name] = f'{prefix}-int8-{name}.onnx'
+        quantize_onnx(
+            fp32,
+            files[name],
+            name.replace(FULL_RANGE, ''),
+            calibration=calibration,
+            reduce_range=not name.endswith(FULL_RANGE))
     return files
 
 
@@ -266,20 +294,21 @@ def demo_accuracy(kind, checkpoint, args, work_dir):
     batch_size = 32 if kind == 'classifier' else 1
     calibration = calibration_inputs(
         cfg, args.calibration_images, split='train', batch_size=batch_size)
-    files = quantized_files(fp32, calibration, osp.join(work_dir, kind))
+    files = quantized_files(fp32, calibration, osp.join(work_dir, kind),
+                            args.full_range)
     sessions = {
         name: ort_session(f, args.threads)
         for name, f in files.items()
     }
     metrics = evaluate(cfg, model, sessions,
                        args.test_images if kind == 'classifier' else None)
-    values = {name: float(metrics[name][metric]) for name in GRAPHS}
+    values = {name: float(metrics[name][metric]) for name in files}
     row = dict(demo=title)
     digits = 3 if values['fp32'] <= 1 else 2
     for name, value in values.items():
         row[name] = f'{value:.{digits}f}'
-    for mode in MODES:
-        row[f'{mode}_change'] = f'{values[mode] - values["fp32"]:+.{digits}f}'
+    for name in int8_graphs(args.full_range):
+        row[f'{name}_change'] = f'{values[name] - values["fp32"]:+.{digits}f}'
     return row
 
 
@@ -309,7 +338,8 @@ def speed_rows(config, args, work_dir):
         rng.standard_normal((1, 3, *shape), dtype=np.float32)
         for _ in range(2)
     ]
-    files = quantized_files(fp32, calibration, osp.join(work_dir, name))
+    files = quantized_files(fp32, calibration, osp.join(work_dir, name),
+                            args.full_range)
     sessions = {key: ort_session(f, args.threads) for key, f in files.items()}
     accelerated = accelerate_for_cpu(copy.deepcopy(graph))
     rows = []
@@ -330,40 +360,50 @@ def speed_rows(config, args, work_dir):
         row = dict(config=name, batch=batch)
         for key, seconds in times.items():
             row[key] = onnx_benchmark.format_times(seconds)
-        for mode in MODES:
-            row[f'{mode}_fp32'] = ratio_text(
-                [f / q for f, q in zip(times['fp32'], times[mode])])
-            row[f'{mode}_eager'] = ratio_text(
-                [e / q for e, q in zip(times['eager'], times[mode])])
+        for graph in int8_graphs(args.full_range):
+            row[f'{graph}_fp32'] = ratio_text(
+                [f / q for f, q in zip(times['fp32'], times[graph])])
+            row[f'{graph}_eager'] = ratio_text(
+                [e / q for e, q in zip(times['eager'], times[graph])])
         rows.append(row)
     return rows
 
 
-ACCURACY_COLUMNS = [
-    ('demo', 'demo'),
-    ('fp32', 'ORT fp32'),
-    ('dynamic', 'INT8 dynamic'),
-    ('static', 'INT8 static'),
-    ('dynamic_change', 'dynamic - fp32'),
-    ('static_change', 'static - fp32'),
-]
-SPEED_COLUMNS = [
-    ('config', 'config'),
-    ('batch', 'batch'),
-    ('fp32', 'ORT fp32 ms'),
-    ('dynamic', 'INT8 dynamic ms'),
-    ('static', 'INT8 static ms'),
-    ('eager', 'eager + accel ms'),
-    ('dynamic_fp32', 'dynamic: x ORT fp32'),
-    ('static_fp32', 'static: x ORT fp32'),
-    ('dynamic_eager', 'dynamic: x eager'),
-    ('static_eager', 'static: x eager'),
-]
+def accuracy_columns(full_range=False):
+    """The accuracy table's (key, title) columns."""
+    graphs = int8_graphs(full_range)
+    return ([('demo', 'demo'), ('fp32', 'ORT fp32')] +
+            [(g, f'INT8 {g}') for g in graphs] +
+            [(f'{g}_change', f'{g} - fp32') for g in graphs])
+
+
+def speed_columns(full_range=False):
+    """The speed table's (key, title) columns."""
+    graphs = int8_graphs(full_range)
+    return ([('config', 'config'), ('batch', 'batch'),
+             ('fp32', 'ORT fp32 ms')] +
+            [(g, f'INT8 {g} ms') for g in graphs] +
+            [('eager', 'eager + accel ms')] +
+            [(f'{g}_fp32', f'{g}: x ORT fp32') for g in graphs] +
+            [(f'{g}_eager', f'{g}: x eager') for g in graphs])
+
+
+def describe_cpu():
+    """One line on the CPU's 8-bit integer instruction sets."""
+    cpu = cpu_int8_features()
+    features = ', '.join(cpu['features']) or 'unknown'
+    risk = {True: '8-bit weights saturate here',
+            False: 'no saturation here',
+            None: 'saturation unknown'}[cpu['saturates']]
+    return f'CPU: {features} ({risk})'
 
 
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    accuracy_table = accuracy_columns(args.full_range)
+    speed_table = speed_columns(args.full_range)
+    print(describe_cpu(), flush=True)
     accuracy, speed = [], []
     with tempfile.TemporaryDirectory() as tmp:
         work_dir = args.work_dir or tmp
@@ -373,23 +413,23 @@ def main(argv=None):
                 accuracy.append(
                     demo_accuracy(kind, checkpoint, args, work_dir))
                 print(onnx_benchmark.markdown_table(accuracy[-1:],
-                                                    ACCURACY_COLUMNS),
+                                                    accuracy_table),
                       flush=True)
         for config in args.speed_configs:
             rows = speed_rows(config, args, work_dir)
             speed.extend(rows)
             gc.collect()  # the model, its copy and the sessions
-            print(onnx_benchmark.markdown_table(rows, SPEED_COLUMNS),
+            print(onnx_benchmark.markdown_table(rows, speed_table),
                   flush=True)
     if accuracy:
         print('\nAccuracy of the same test images (static mode calibrated on '
               f'{args.calibration_images} training images):\n')
-        print(onnx_benchmark.markdown_table(accuracy, ACCURACY_COLUMNS))
+        print(onnx_benchmark.markdown_table(accuracy, accuracy_table))
     if speed:
         print(f'\n{args.threads} threads, median (fastest-slowest) of '
               f'{args.rounds} runs; speed-ups: median (lowest-highest) of '
               'the per-round ratios, above 1 = INT8 faster:\n')
-        print(onnx_benchmark.markdown_table(speed, SPEED_COLUMNS))
+        print(onnx_benchmark.markdown_table(speed, speed_table))
 
 
 if __name__ == '__main__':
