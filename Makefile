@@ -2,6 +2,10 @@
 #   make demo   set up, then train and test TNT on Fashion-MNIST (no ImageNet needed)
 #   make test   set up, then run the test suite
 VENV ?= .venv
+# Test processes (pytest-xdist): one per core by default, each computing on
+# one thread (tests/conftest.py); TEST_WORKERS=0 runs the suite in one
+# process.
+TEST_WORKERS ?= auto
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmtnt-installed
 
@@ -19,4 +23,4 @@ demo: setup
 	$(PY) tools/test.py configs/demo/tnt-demo_1xb128_fashion-mnist.py "$$(cat work_dirs/demo/last_checkpoint)" --work-dir work_dirs/demo
 
 test: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests

@@ -2,12 +2,34 @@ import os
 import sys
 
 import pytest
-import torch
+
+# Under pytest-xdist (the README's ``make test`` runs a worker per core),
+# each worker computes on one thread, and so do the processes it starts
+# (the tools, torchrun's ranks): PyTorch's OpenMP threads spin while they
+# wait for a core, and two workers of two threads each on two cores run
+# several times slower than one thread each. Set before torch is imported.
+XDIST_WORKER = os.environ.get('PYTEST_XDIST_WORKER')
+if XDIST_WORKER:
+    os.environ['OMP_NUM_THREADS'] = '1'
+    os.environ['MKL_NUM_THREADS'] = '1'
+
+import torch  # noqa: E402
 
 # Tests run the helpers next to them (``equivalence``) as plain modules.
 sys.path.insert(0, os.path.dirname(__file__))
 # Keep timings comparable and runs reproducible on the 2-core CI machine.
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+torch.set_num_threads(
+    1 if XDIST_WORKER else max(1, min(2, os.cpu_count() or 1)))
+
+
+def pytest_collection_modifyitems(items):
+    """Run the ``slow`` tests first (in their order), then the rest.
+
+    Under ``--dist loadgroup`` the workers take the tests in this order, so
+    the long runs start at once and the short tests fill in around them
+    instead of one long test finishing alone at the end.
+    """
+    items.sort(key=lambda item: item.get_closest_marker('slow') is None)
 
 
 @pytest.fixture(autouse=True)
@@ -70,21 +92,26 @@ def fashion_mnist_source():
 @pytest.fixture(scope='session')
 def demo_scenes(tmp_path_factory, fashion_mnist_source):
     """The dense demos' scenes (300 training, 50 validation scenes), built
-    once by ``tools/dataset_converters/make_demo_scenes.py``."""
-    from demo_runs import load_tool_module
+    once per session by ``tools/dataset_converters/make_demo_scenes.py``,
+    in a folder every pytest-xdist worker shares."""
+    from demo_runs import build_once, load_tool_module, session_folder
     script = load_tool_module('dataset_converters/make_demo_scenes.py')
-    out = tmp_path_factory.mktemp('demo_scenes')
-    script.build(str(out), 300, 50, src=fashion_mnist_source)
+    out = session_folder(tmp_path_factory) / 'demo_scenes'
+
+    def build(folder):
+        script.build(str(folder), 300, 50, src=fashion_mnist_source)
+
+    build_once(out, build)
     return out
 
 
 @pytest.fixture(scope='session')
 def short_runs(tmp_path_factory):
-    """The demos' short training runs, each trained once per session: the
-    test that checks a demo learns and those that predict with it share
-    the run."""
-    from demo_runs import ShortRuns
-    return ShortRuns(tmp_path_factory.mktemp('short_runs'))
+    """The demos' short training runs, each trained once per session (and
+    once for all pytest-xdist workers): the test that checks a demo learns
+    and those that predict with it share the run."""
+    from demo_runs import ShortRuns, session_folder
+    return ShortRuns(session_folder(tmp_path_factory) / 'short_runs')
 
 
 @pytest.fixture(scope='session')

@@ -1,12 +1,18 @@
 """Running the command-line tools as a user does, for the demo tests."""
+import hashlib
 import importlib.util
+import json
 import os
 import os.path as osp
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
+
+import pytest
+from filelock import FileLock
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -139,6 +145,41 @@ def train_tool(config, work_dir, options, timeout=600):
     return train, checkpoint, seconds
 
 
+def session_folder(tmp_path_factory):
+    """The test session's temporary folder that all its pytest-xdist
+    workers share (each worker's own ``getbasetemp()`` lies in it); without
+    xdist, the session's own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base
+
+
+def build_once(folder, build):
+    """Fill ``folder`` with ``build(folder)`` once in a test session, however
+    many pytest-xdist workers ask for it at the same time.
+
+    The first worker to take ``folder``'s lock builds; the others wait for
+    the lock and find the folder complete. A build that failed leaves no
+    mark: the next worker to ask builds again, from an empty folder.
+
+    Args:
+        folder (pathlib.Path): The folder to build, in
+            :func:`session_folder`.
+        build (Callable[[pathlib.Path], Any]): Fills the folder; what it
+            returns must be JSON.
+
+    Returns:
+        What ``build`` returned (read back from the folder's mark by the
+        workers that did not build).
+    """
+    mark = folder / '.built.json'
+    with FileLock(f'{folder}.lock'):
+        if not mark.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            mark.write_text(json.dumps(build(folder)))
+        return json.loads(mark.read_text())
+
+
 class ShortRun(NamedTuple):
     """A finished training run of :class:`ShortRuns`."""
     checkpoint: str
@@ -148,9 +189,13 @@ class ShortRun(NamedTuple):
 class ShortRuns:
     """Training runs through ``tools/train.py``, each run once.
 
-    The test session keeps one (the ``short_runs`` fixture), so that a
-    demo trained for the test that checks it learns also serves the tests
-    that predict with it.
+    The test session keeps one (the ``short_runs`` fixture) in a folder its
+    pytest-xdist workers share, so that a demo trained for the test that
+    checks it learns also serves the tests that predict with it, on
+    whichever worker they run: the first to ask trains, the others wait
+    for it (:func:`build_once`). The tests that share a run also share an
+    ``xdist_group`` (:func:`short_run_group`), so that ``--dist loadgroup``
+    runs them on one worker and none waits.
 
     Args:
         root (pathlib.Path): The folder that holds the runs' work
@@ -164,7 +209,6 @@ class ShortRuns:
 
     def __init__(self, root):
         self.root = root
-        self._runs = {}
 
     def train(self, config, options):
         """Train ``config`` with ``--cfg-options`` ``options``, unless that
@@ -173,9 +217,24 @@ class ShortRuns:
         Returns:
             ShortRun: Its last checkpoint and training time in seconds.
         """
-        key = (config, tuple(options))
-        if key not in self._runs:
-            work_dir = self.root / f'run{len(self._runs)}'
+        key = json.dumps([config, list(options)]).encode()
+        name = f'{osp.splitext(osp.basename(config))[0]}-' \
+            f'{hashlib.sha1(key).hexdigest()[:10]}'
+
+        def train(work_dir):
             _, checkpoint, seconds = train_tool(config, work_dir, options)
-            self._runs[key] = ShortRun(checkpoint, seconds)
-        return self._runs[key]
+            return [checkpoint, seconds]
+
+        return ShortRun(*build_once(self.root / name, train))
+
+
+def short_run_group(config):
+    """The ``xdist_group`` mark of the tests that use ``config``'s short
+    run: ``--dist loadgroup`` sends them to one worker.
+
+    Examples:
+        >>> @short_run_group(CLASSIFIER)
+        ... def test_classification(short_runs):
+        ...     ...
+    """
+    return pytest.mark.xdist_group(osp.splitext(osp.basename(config))[0])

@@ -15,7 +15,7 @@ import re
 import pytest
 from demo_runs import (ROOT, SHORT_TEST_IMAGES_FASHION_MNIST,
                        SHORT_TRAIN_IMAGES_FASHION_MNIST, describe, run_tool,
-                       short_fashion_mnist_run)
+                       short_fashion_mnist_run, short_run_group)
 
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 TNT_CONFIG = 'configs/tnt/tnt-s-p16_16xb64_in1k.py'
@@ -26,6 +26,8 @@ TNT_CONFIG = 'configs/tnt/tnt-s-p16_16xb64_in1k.py'
 MIN_SHORT_TOP1 = 50.0
 
 
+@pytest.mark.slow
+@short_run_group(DEMO_CONFIG)
 def test_demo_short_run_learns(fashion_mnist, short_runs, tmp_path):
     """Train the demo TNT briefly and test it with the command-line tools."""
     run = short_runs.train(DEMO_CONFIG, short_fashion_mnist_run())

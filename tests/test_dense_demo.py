@@ -23,7 +23,7 @@ import pytest
 import torch
 from demo_runs import (SHORT_EPOCHS_MASK_RCNN, SHORT_EPOCHS_RETINANET,
                        SHORT_ITERS_UPERNET, data_options, describe, run_tool,
-                       short_epochs, short_iters)
+                       short_epochs, short_iters, short_run_group)
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
@@ -118,19 +118,24 @@ def check_detector_learns(config, scenes, short_runs, tmp_path, epochs,
 
 
 @pytest.mark.slow
+@short_run_group(RETINANET)
 def test_retinanet_demo_learns(demo_scenes, short_runs, tmp_path):
     check_detector_learns(RETINANET, demo_scenes, short_runs, tmp_path,
                           SHORT_EPOCHS_RETINANET, 'RetinaNet bbox AP50')
 
 
 @pytest.mark.slow
+@short_run_group(MASK_RCNN)
 def test_mask_rcnn_demo_learns(demo_scenes, short_runs, tmp_path):
     check_detector_learns(MASK_RCNN, demo_scenes, short_runs, tmp_path,
                           SHORT_EPOCHS_MASK_RCNN, 'Mask R-CNN bbox AP50')
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('backbone', list(UPERNETS))
+@pytest.mark.parametrize(
+    'backbone',
+    [pytest.param(name, marks=short_run_group(UPERNETS[name]))
+     for name in UPERNETS])
 def test_upernet_demo_learns(backbone, demo_scenes, short_runs, tmp_path):
     config = UPERNETS[backbone]
     majority = majority_miou(demo_scenes)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from demo_runs import (SHORT_EPOCHS_MASK_RCNN, SHORT_ITERS_UPERNET,
                        data_options, describe, run_tool, short_epochs,
-                       short_fashion_mnist_run, short_iters)
+                       short_fashion_mnist_run, short_iters, short_run_group)
 from pycocotools import mask as mask_utils
 
 CLASSIFIER = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
@@ -80,6 +80,7 @@ def copy_images(preds, folder):
 
 
 @pytest.mark.slow
+@short_run_group(CLASSIFIER)
 def test_classification(fashion_mnist, short_runs, tmp_path):
     from mmpretrain.datasets import FashionMNIST
     checkpoint = short_runs.train(CLASSIFIER,
@@ -108,6 +109,7 @@ def test_classification(fashion_mnist, short_runs, tmp_path):
 
 
 @pytest.mark.slow
+@short_run_group(DETECTOR)
 def test_detection(demo_scenes, short_runs, tmp_path):
     data = data_options(DETECTOR, demo_scenes)
     checkpoint = short_runs.train(
@@ -146,6 +148,7 @@ def test_detection(demo_scenes, short_runs, tmp_path):
 
 
 @pytest.mark.slow
+@short_run_group(SEGMENTOR)
 def test_segmentation(demo_scenes, short_runs, tmp_path):
     data = data_options(SEGMENTOR, demo_scenes)
     checkpoint = short_runs.train(

@@ -22,7 +22,7 @@ import pytest
 import torch
 from demo_runs import (SHORT_EPOCHS_MASK_RCNN, SHORT_EPOCHS_RETINANET,
                        data_options, describe, load_tool_module, run_tool,
-                       short_epochs)
+                       short_epochs, short_run_group)
 from mmengine.config import Config
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
@@ -89,12 +89,14 @@ def check_verified(out, outputs):
 
 
 @pytest.mark.slow
+@short_run_group(RETINANET)
 def test_retinanet_demo_export(demo_scenes, short_runs, tmp_path):
     out = export_demo(RETINANET, demo_scenes, short_runs, tmp_path)
     check_verified(out, ('boxes', 'scores', 'labels'))
 
 
 @pytest.mark.slow
+@short_run_group(MASK_RCNN)
 def test_mask_rcnn_demo_export(demo_scenes, short_runs, tmp_path):
     out = export_demo(MASK_RCNN, demo_scenes, short_runs, tmp_path)
     lines = check_verified(out, ('boxes', 'scores', 'labels', 'masks'))
