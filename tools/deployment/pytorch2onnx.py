@@ -60,9 +60,10 @@ another order (they are matched as a set, and counted).
 ``--int8 dynamic|static`` also writes an INT8 graph for ONNX Runtime on
 the CPU (``mmtnt.deploy.quantize.quantize_onnx``; static mode calibrates on
 ``--calibration-images`` training images through the validation pipeline
-and the model's data preprocessor). It is not compared by ``--verify``:
-docs/inference.md gives its accuracy on the demos and which layers stay
-fp32.
+and the model's data preprocessor). Its weights use 7 bits, so that it
+computes the same on CPUs with and without VNNI. It is not compared by
+``--verify``: docs/inference.md gives its accuracy on the demos and which
+layers stay fp32.
 
 Examples::
 
@@ -988,7 +989,7 @@ def write_int8(args):
             load_config(args), args.calibration_images, split='train')
     output_file = int8_file(args)
     quantize_onnx(args.output_file, output_file, args.int8, calibration)
-    detail = ('weights int8, activations quantized at run time'
+    detail = ('7-bit int8 weights, activations quantized at run time'
               if args.int8 == 'dynamic' else
               f'calibrated on {len(calibration)} training images')
     print(f'Wrote the INT8 graph ({args.int8}: {detail}) to {output_file}; '
