@@ -6,8 +6,9 @@
   finds what mmdet's own ``predict`` finds in a demo scene, at the export
   size and at two sizes the export did not see.
 * One full-width config per family (the published RetinaNet, fewer blocks)
-  with random weights, exported and verified in-process the same way. Their final classification layers are
-  rescaled first (:func:`spread_scores`): as initialised, every score lies
+  with random weights, exported and verified in-process the same way.
+  Their final classification layers are rescaled first
+  (:func:`spread_scores`): as initialised, every score lies
   within about 1e-5 of the others, below the score threshold, and NMS
   between boxes whose scores differ by less than the float noise of two
   runtimes (about 1e-7) may keep either box.
