@@ -63,17 +63,11 @@ def fashion_mnist_missing(reason):
         pytest.fail.Exception: Under CI.
         pytest.skip.Exception: Elsewhere.
     """
-    message = (
+    from demo_runs import setup_missing
+    setup_missing(
         f'Fashion-MNIST is missing: {reason} tools/setup_env.sh (make setup) '
         'installs it from the Debian package dataset-fashion-mnist when '
         'apt-get is usable as root; see docs/datasets.md.')
-    ci = os.environ.get('CI', '')
-    if ci.lower() not in ('', '0', 'false'):
-        pytest.fail(
-            f'{message} CI={ci}: the set-up was meant to install it, so the '
-            'tests that need it fail instead of skipping.',
-            pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope='session')

@@ -37,6 +37,28 @@ def run_tool(args, timeout):
     return result, time.monotonic() - start
 
 
+def setup_missing(message):
+    """Stop a test whose input ``tools/setup_env.sh`` installs but which is
+    missing: under CI (the ``CI`` environment variable set, as CI runners
+    do), where the set-up was meant to install it, the test fails;
+    elsewhere it is skipped.
+
+    Args:
+        message (str): What is missing and how the set-up installs it.
+
+    Raises:
+        pytest.fail.Exception: Under CI.
+        pytest.skip.Exception: Elsewhere.
+    """
+    ci = os.environ.get('CI', '')
+    if ci.lower() not in ('', '0', 'false'):
+        pytest.fail(
+            f'{message} CI={ci}: the set-up was meant to install it, so the '
+            'tests that need it fail instead of skipping.',
+            pytrace=False)
+    pytest.skip(message)
+
+
 def describe(result):
     """The tail of a failed tool's output, for assertion messages."""
     out = (result.stdout + result.stderr)[-4000:]

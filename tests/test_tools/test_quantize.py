@@ -29,8 +29,8 @@ import sys
 
 import numpy as np
 import pytest
-from demo_runs import (ROOT, load_tool_module, short_fashion_mnist_run,
-                       short_run_group)
+from demo_runs import (ROOT, load_tool_module, setup_missing,
+                       short_fashion_mnist_run, short_run_group)
 
 from mmtnt.deploy.quantize import (MODES, REDUCED_WEIGHT_LIMIT,
                                    boundary_nodes, calibration_inputs,
@@ -276,24 +276,14 @@ def run_graphs(onnx_files, feed, folder, cpu=None):
     return [outputs[f'arr_{i}'] for i in range(len(onnx_files))]
 
 
-def qemu_missing():
-    """Stop the test without ``qemu-x86_64``: it fails under CI (the
-    ``CI`` variable set), where tools/setup_env.sh installs qemu-user,
-    and is skipped elsewhere."""
-    message = ('qemu-x86_64 is missing: tools/setup_env.sh (make setup) '
-               'installs the Debian package qemu-user when apt-get is '
-               'usable as root.')
-    if os.environ.get('CI', '').lower() not in ('', '0', 'false'):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
 def test_int8_graphs_compute_alike_without_vnni(tmp_path):
     """On an emulated AVX2 CPU without VNNI, the 7-bit graphs give what
     they give on this CPU, close to fp32; the 8-bit static graph does not
     (its 16-bit sums saturate there, not on CPUs with VNNI)."""
     if shutil.which('qemu-x86_64') is None:
-        qemu_missing()
+        setup_missing('qemu-x86_64 is missing: tools/setup_env.sh (make '
+                      'setup) installs the Debian package qemu-user when '
+                      'apt-get is usable as root.')
     fp32 = chain_graph(tmp_path / 'chain.onnx')
     rng = np.random.default_rng(1)
     calibration = [rng.standard_normal((4, 8)).astype(np.float32)]
