@@ -11,6 +11,8 @@ compute the same function and only their rounding differs.
   gradients of every parameter against float32 eager (TF32 off).
 - The configs' fused AdamW on CUDA: its steps against PyTorch's
   single-tensor AdamW with the same settings.
+- The attention routes (explicit products where no fused 16-bit kernel
+  fits, the fused kernel elsewhere) against float64.
 """
 import copy
 import os.path as osp
@@ -22,6 +24,8 @@ from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import DefaultScope
 
+from mmtnt.models.layers.attention import (explicit_attention,
+                                           scaled_dot_product_attention)
 from mmtnt.registry import MODELS
 
 pytestmark = pytest.mark.skipif(
@@ -206,3 +210,41 @@ def test_fused_adamw_steps_on_cuda(family):
             float((p - p0).abs().max())
             for p, p0 in zip(fused_model.parameters(), start.parameters()))
     assert moved >= cfg.optim_wrapper.optimizer.lr
+
+
+@pytest.mark.parametrize('keys, head_dim', [(16, 6), (16, 10), (49, 32)])
+@pytest.mark.parametrize(
+    'dtype', [torch.float16, torch.bfloat16], ids=['float16', 'bfloat16'])
+def test_attention_route_on_cuda_against_float64(dtype, keys, head_dim):
+    """The routed attention (explicit products for TNT's head dims 6 and
+    10, the fused kernel for 49 keys of head dim 32) and PyTorch's fused
+    attention, outputs and input gradients, against float64; the same
+    bound as on the CPU (tests/test_models/test_attention_route.py)."""
+    if dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        pytest.skip('this GPU has no bfloat16')
+    generator = torch.Generator(device='cuda').manual_seed(0)
+    shape = (512, 4, keys, head_dim)
+    inputs = [
+        torch.randn(shape, device='cuda', dtype=torch.float64,
+                    generator=generator) for _ in range(4)
+    ]
+    grad_out = inputs.pop()
+
+    def run(attention, run_dtype):
+        leaves = [
+            t.detach().clone().to(run_dtype).requires_grad_()
+            for t in inputs
+        ]
+        out = attention(*leaves)
+        out.backward(grad_out.to(run_dtype))
+        return [out] + [leaf.grad for leaf in leaves]
+
+    reference = run(explicit_attention, torch.float64)
+    tolerance = 3 * UNIT_ROUNDOFF[dtype]
+    for attention in (scaled_dot_product_attention,
+                      torch.nn.functional.scaled_dot_product_attention):
+        for name, result, expected in zip(['output', 'query', 'key', 'value'],
+                                          run(attention, dtype), reference):
+            assert result.dtype == dtype
+            error = relative_error(result.double(), expected)
+            assert error <= tolerance, f'{attention.__name__} {name}: {error}'

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ..models.layers import (LocallyGroupedAttention, MultiheadAttention,
                              SpatialReductionAttention)
+from ..models.layers.attention import explicit_attention
 from .tracing import is_traced
 
 #: Float32 sequences of at most this many keys are computed explicitly in
@@ -27,8 +28,10 @@ MAX_LOW_PRECISION_SOFTMAX_KEYS = 16
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.):
-    """:func:`torch.nn.functional.scaled_dot_product_attention`, by the
-    faster of two routes for the device, dtype and size.
+    """:func:`torch.nn.functional.scaled_dot_product_attention`, or the
+    plain model's explicit products
+    (:func:`mmtnt.models.layers.attention.explicit_attention`), whichever
+    is faster on the CPU for the dtype and size.
 
     Args:
         query (Tensor): Shape (..., Nq, d).
@@ -54,23 +57,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     if not explicit_is_faster(query, key, attn_mask):
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
-    scale = query.shape[-1]**-0.5
-    if attn_mask is not None and attn_mask.is_floating_point():
-        # bias + scale * q k^T in one pass.
-        attn = torch.add(attn_mask, query @ key.transpose(-2, -1),
-                         alpha=scale)
-    else:
-        attn = (query * scale) @ key.transpose(-2, -1)
-        if attn_mask is not None:
-            attn = attn.masked_fill(~attn_mask, float('-inf'))
-    if (attn.dtype != torch.float32
-            and key.shape[-2] <= MAX_LOW_PRECISION_SOFTMAX_KEYS):
-        attn = attn.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
-    else:
-        attn = attn.softmax(dim=-1)
-    if dropout_p > 0:
-        attn = F.dropout(attn, dropout_p)
-    return attn @ value
+    return explicit_attention(
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        float32_softmax=key.shape[-2] <= MAX_LOW_PRECISION_SOFTMAX_KEYS)
 
 
 def explicit_is_faster(query, key, attn_mask=None):

@@ -1,9 +1,13 @@
-"""The attentions of TNT, PyramidTNT and Twins, on
-:func:`torch.nn.functional.scaled_dot_product_attention`.
+"""The attentions of TNT, PyramidTNT and Twins.
 
 Each attention computes ``proj(attend(x, ...))``: :meth:`attend` projects
 queries, keys and values, splits the heads and calls
 :meth:`scaled_dot_product`, the one place the attention weights are formed.
+It calls :func:`scaled_dot_product_attention`, which picks one of two
+routes from the inputs' dtype and shape alone (never from the device):
+:func:`torch.nn.functional.scaled_dot_product_attention`, or the explicit
+products of :func:`explicit_attention` where no fused kernel takes the
+shape (see :func:`takes_explicit_route`).
 """
 import torch
 import torch.nn as nn
@@ -12,6 +16,129 @@ from mmcv.cnn import build_norm_layer
 
 from ..utils.shape import ceil_div, known_equal, pad_to_multiple
 from .layout import map_to_tokens, tokens_to_map
+
+#: Head dims the fused 16-bit kernels take without padding: PyTorch's cuDNN
+#: and memory-efficient attention refuse 16-bit head dims that are not a
+#: multiple of 8, and FlashAttention pads them to 8 and runs its head-dim-32
+#: kernel (TNT's inner attention: head dim 6 or 10).
+FUSED_HEAD_DIM_MULTIPLE = 8
+#: 16-bit attention over at most this many keys takes the explicit route:
+#: the fused kernels' tiles (64 to 128 keys) are mostly padding there.
+#: docs/benchmarks.md ("Attention routes on a GPU") gives the measurement.
+FEW_KEYS = 16
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def attention_dtype(query):
+    """The dtype the attention products of ``query`` run in: its own, or
+    the autocast dtype where autocast would cast a float32 ``query``."""
+    device_type = query.device.type
+    if (query.dtype == torch.float32
+            and torch.is_autocast_enabled(device_type)):
+        return torch.get_autocast_dtype(device_type)
+    return query.dtype
+
+
+def takes_explicit_route(query, key, value):
+    """Whether :func:`scaled_dot_product_attention` computes these inputs
+    with :func:`explicit_attention`: 16-bit attention whose head dims are
+    not multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, or over at most
+    :data:`FEW_KEYS` keys. Everything else, float32 among it, takes
+    PyTorch's fused attention.
+
+    Args:
+        query (Tensor): Shape (..., Nq, d).
+        key (Tensor): Shape (..., Nk, d).
+        value (Tensor): Shape (..., Nk, d_v).
+
+    Returns:
+        bool: Whether the explicit route runs.
+
+    Examples:
+        >>> import torch
+        >>> q = torch.rand(2, 4, 16, 6, dtype=torch.bfloat16)
+        >>> takes_explicit_route(q, q, q), takes_explicit_route(
+        ...     q.float(), q.float(), q.float())
+        (True, False)
+    """
+    if attention_dtype(query) not in LOW_PRECISION:
+        return False
+    unaligned = (query.shape[-1] % FUSED_HEAD_DIM_MULTIPLE != 0
+                 or value.shape[-1] % FUSED_HEAD_DIM_MULTIPLE != 0)
+    return unaligned or key.shape[-2] <= FEW_KEYS
+
+
+def explicit_attention(query,
+                       key,
+                       value,
+                       attn_mask=None,
+                       dropout_p=0.,
+                       float32_softmax=True):
+    """``softmax(query key^T / sqrt(d) + attn_mask) value`` as two matrix
+    products and a softmax.
+
+    Args:
+        query (Tensor): Shape (..., Nq, d).
+        key (Tensor): Shape (..., Nk, d).
+        value (Tensor): Shape (..., Nk, d_v).
+        attn_mask (Tensor, optional): A float bias added to the logits, or
+            a boolean mask, True where a query may attend a key; broadcast
+            to (..., Nq, Nk).
+        dropout_p (float): Dropout rate on the attention weights.
+        float32_softmax (bool): Whether 16-bit logits are normalised in
+            float32 (then cast back). Defaults to True.
+
+    Returns:
+        Tensor: Shape (..., Nq, d_v).
+
+    Examples:
+        >>> import torch
+        >>> q = torch.rand(2, 4, 16, 6)
+        >>> explicit_attention(q, q, q).shape
+        torch.Size([2, 4, 16, 6])
+    """
+    scale = query.shape[-1]**-0.5
+    if attn_mask is not None and attn_mask.is_floating_point():
+        # bias + scale * q k^T in one pass.
+        attn = torch.add(
+            attn_mask, query @ key.transpose(-2, -1), alpha=scale)
+    else:
+        attn = (query * scale) @ key.transpose(-2, -1)
+        if attn_mask is not None:
+            attn = attn.masked_fill(~attn_mask, float('-inf'))
+    softmax_dtype = torch.float32 if float32_softmax else None
+    attn = attn.softmax(dim=-1, dtype=softmax_dtype).to(value.dtype)
+    if dropout_p > 0:
+        attn = F.dropout(attn, dropout_p)
+    return attn @ value
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None,
+                                 dropout_p=0.):
+    """:func:`torch.nn.functional.scaled_dot_product_attention`, or
+    :func:`explicit_attention` where :func:`takes_explicit_route` says so.
+
+    Args:
+        query (Tensor): Shape (..., Nq, d).
+        key (Tensor): Shape (..., Nk, d).
+        value (Tensor): Shape (..., Nk, d_v).
+        attn_mask (Tensor, optional): A float bias added to the logits, or
+            a boolean mask, True where a query may attend a key.
+        dropout_p (float): Dropout rate on the attention weights.
+
+    Returns:
+        Tensor: Shape (..., Nq, d_v).
+
+    Examples:
+        >>> import torch
+        >>> q = torch.rand(2, 4, 49, 32)
+        >>> scaled_dot_product_attention(q, q, q).shape
+        torch.Size([2, 4, 49, 32])
+    """
+    if takes_explicit_route(query, key, value):
+        return explicit_attention(query, key, value, attn_mask, dropout_p)
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
 
 
 def check_heads(embed_dims, num_heads):
@@ -101,7 +228,8 @@ class MultiheadAttention(nn.Module):
 
     def scaled_dot_product(self, query, key, value, attn_mask=None):
         """``softmax(query key^T / sqrt(d) + attn_mask) value``, with
-        dropout on the weights while training.
+        dropout on the weights while training, by the route of
+        :func:`scaled_dot_product_attention`.
 
         Args:
             query (Tensor): Shape (B, heads, Nq, d).
@@ -113,7 +241,7 @@ class MultiheadAttention(nn.Module):
         Returns:
             Tensor: Shape (B, heads, Nq, d).
         """
-        return F.scaled_dot_product_attention(
+        return scaled_dot_product_attention(
             query,
             key,
             value,

@@ -1,0 +1,157 @@
+"""The plain model's attention route rule, and both routes against a
+float64 reference in 16 bits."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmtnt.models.layers import LocallyGroupedAttention
+from mmtnt.models.layers import attention as attention_module
+from mmtnt.models.layers.attention import (FEW_KEYS, explicit_attention,
+                                           scaled_dot_product_attention,
+                                           takes_explicit_route)
+
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+# Relative error (Frobenius norm) allowed against float64, in units of the
+# dtype's roundoff: rounding the inputs alone costs about 0.5 u, and both
+# routes measured 0.9-1.7 u on these shapes; a missing scale or a softmax
+# over the wrong axis is off by tens of percent.
+ROUNDOFFS_ALLOWED = 3
+
+
+def tensors(*shapes, dtype=torch.float32):
+    return [torch.empty(s, dtype=dtype) for s in shapes]
+
+
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_rule_takes_explicit_products_where_no_fused_kernel_fits(dtype):
+    # TNT-S's inner attention: head dim 6 over 16 words.
+    assert takes_explicit_route(*tensors((8, 4, 16, 6), (8, 4, 16, 6),
+                                         (8, 4, 16, 6), dtype=dtype))
+    # TNT-B's: head dim 10, and any head dim that is no multiple of 8.
+    assert takes_explicit_route(*tensors((8, 4, 200, 10), (8, 4, 200, 10),
+                                         (8, 4, 200, 10), dtype=dtype))
+    # An aligned query with unaligned values.
+    assert takes_explicit_route(*tensors((8, 4, 200, 8), (8, 4, 200, 8),
+                                         (8, 4, 200, 12), dtype=dtype))
+    # Few keys, aligned head dims.
+    assert takes_explicit_route(*tensors(
+        (8, 4, 100, 32), (8, 4, FEW_KEYS, 32), (8, 4, FEW_KEYS, 32),
+        dtype=dtype))
+    # Aligned head dims over more keys: the fused kernels.
+    assert not takes_explicit_route(*tensors(
+        (8, 4, 49, 32), (8, 4, FEW_KEYS + 1, 32), (8, 4, FEW_KEYS + 1, 32),
+        dtype=dtype))
+
+
+def test_rule_keeps_float32_on_the_fused_kernel_outside_autocast():
+    shapes = (8, 4, 16, 6), (8, 4, 16, 6), (8, 4, 16, 6)
+    assert not takes_explicit_route(*tensors(*shapes))
+    assert not takes_explicit_route(*tensors(*shapes, dtype=torch.float64))
+    # Under autocast a float32 query is multiplied in the autocast dtype.
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        assert takes_explicit_route(*tensors(*shapes))
+        assert not takes_explicit_route(*tensors(
+            (8, 4, 49, 32), (8, 4, 49, 32), (8, 4, 49, 32)))
+
+
+def test_layers_call_the_routed_function():
+    """The plain attention modules reach the rule: a bfloat16 LSA with
+    head dim 6 runs the explicit products, one with head dim 8 over 49
+    keys the fused kernel."""
+    calls = []
+
+    def spy(name, function):
+        def wrapped(*args, **kwargs):
+            calls.append(name)
+            return function(*args, **kwargs)
+        return wrapped
+
+    x = torch.randn(2, 14 * 14, 24, dtype=torch.bfloat16)
+    with torch.no_grad(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(attention_module, 'explicit_attention',
+                      spy('explicit', explicit_attention))
+        patch.setattr(attention_module.F, 'scaled_dot_product_attention',
+                      spy('sdpa', F.scaled_dot_product_attention))
+        LocallyGroupedAttention(24, 4).bfloat16()(x, (14, 14))
+        LocallyGroupedAttention(24, 3).bfloat16()(x, (14, 14))
+    assert calls == ['explicit', 'sdpa']
+
+
+def relative_error(actual, expected):
+    return float((actual.double() - expected).norm() / expected.norm())
+
+
+def outputs_and_gradients(attention, inputs, mask, grad_out, dtype):
+    """The output and the gradients of query, key, value (and of a float
+    mask) of ``attention`` in ``dtype``."""
+    leaves = [t.detach().to(dtype).requires_grad_() for t in inputs]
+    if mask is not None and mask.is_floating_point():
+        mask = mask.detach().to(dtype).requires_grad_()
+        leaves.append(mask)
+    out = attention(*leaves[:3], attn_mask=mask)
+    out.backward(grad_out.to(dtype))
+    return [out] + [leaf.grad for leaf in leaves]
+
+
+@pytest.mark.parametrize('mask_kind', [None, 'bool', 'bias'])
+@pytest.mark.parametrize('keys, head_dim', [(16, 6), (49, 32), (16, 8)])
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16],
+                         ids=['bfloat16', 'float16'])
+def test_both_routes_match_float64(dtype, keys, head_dim, mask_kind):
+    gen = torch.Generator().manual_seed(0)
+    shape = (16, 4, keys, head_dim)
+    inputs = [torch.randn(shape, generator=gen, dtype=torch.float64)
+              for _ in range(3)]
+    grad_out = torch.randn(shape, generator=gen, dtype=torch.float64)
+    mask = None
+    if mask_kind == 'bool':
+        mask = (torch.arange(keys) < keys - 3).view(1, 1, 1, keys)
+    elif mask_kind == 'bias':
+        mask = torch.randn(1, 4, keys, keys, generator=gen,
+                           dtype=torch.float64)
+    reference = outputs_and_gradients(F.scaled_dot_product_attention,
+                                      inputs, mask, grad_out, torch.float64)
+    tolerance = ROUNDOFFS_ALLOWED * UNIT_ROUNDOFF[dtype]
+    for route in (explicit_attention, F.scaled_dot_product_attention):
+        results = outputs_and_gradients(route, inputs, mask, grad_out, dtype)
+        for name, result, expected in zip(
+                ['output', 'query', 'key', 'value', 'bias'], results,
+                reference):
+            assert result.dtype == dtype
+            error = relative_error(result, expected)
+            assert error <= tolerance, (
+                f'{route.__name__} {name}: {error / UNIT_ROUNDOFF[dtype]:.1f}'
+                ' u')
+
+
+@pytest.mark.parametrize('num_heads', [4, 3], ids=['explicit', 'fused'])
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_padded_windows_give_no_nan(dtype, num_heads):
+    """SVT's LSA on a map that pads its windows (keys masked): finite
+    outputs and gradients in both routes, close to float64."""
+    torch.manual_seed(0)
+    attn = LocallyGroupedAttention(24, num_heads, window_size=7).double()
+    x = torch.randn(2, 9 * 11, 24, dtype=torch.float64)
+    reference = attn(x, (9, 11))
+    low = LocallyGroupedAttention(24, num_heads, window_size=7)
+    low.load_state_dict(attn.state_dict())
+    low = low.to(dtype)
+    x_low = x.to(dtype).requires_grad_()
+    out = low(x_low, (9, 11))
+    out.float().square().sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x_low.grad).all()
+    for p in low.parameters():
+        assert torch.isfinite(p.grad).all()
+    assert relative_error(out, reference) <= 8 * UNIT_ROUNDOFF[dtype]
+
+
+def test_routed_function_keeps_dtype_and_dropout():
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 16, 6, dtype=torch.bfloat16)
+    ones = torch.ones_like(q)
+    out = scaled_dot_product_attention(q, q, ones)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, ones)
+    # With dropout the kept weights, rescaled, no longer sum to one.
+    dropped = scaled_dot_product_attention(q, q, ones, dropout_p=0.5)
+    assert not torch.allclose(dropped, ones)
