@@ -29,6 +29,9 @@ from mmtnt.utils import (CheckpointFileError, check_data_paths,
                          register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
+# The autocast dtypes of `--amp-dtype`.
+AMP_DTYPES = ('bfloat16', 'float16')
+
 
 def parse_args():
     """Parse the command line; ``LOCAL_RANK`` is exported if unset."""
@@ -45,8 +48,16 @@ def parse_args():
     parser.add_argument(
         '--amp',
         action='store_true',
-        help='automatic mixed precision: float16 with dynamic loss scaling '
-        'on CUDA, bfloat16 on the CPU')
+        help='automatic mixed precision: bfloat16 on the CPU and on CUDA '
+        'GPUs with native bfloat16 (Ampere and later), float16 with dynamic '
+        'loss scaling on older GPUs; a `dtype` in the optim_wrapper of the '
+        'config is kept')
+    parser.add_argument(
+        '--amp-dtype',
+        choices=AMP_DTYPES,
+        help='autocast dtype of --amp, which it implies, over that of the '
+        'config and the device; float16 (with dynamic loss scaling, or the '
+        '`loss_scale` of the config) needs a CUDA GPU')
     parser.add_argument(
         '--compile',
         action='store_true',
@@ -83,23 +94,79 @@ def parse_args():
     return args
 
 
-def enable_amp(cfg):
+def default_amp_dtype():
+    """The autocast dtype of ``--amp`` where neither ``--amp-dtype`` nor the
+    config chooses one.
+
+    bfloat16 has the exponent range of float32 and needs no loss scaling:
+    it is taken on the CPU (whose autocast supports nothing else) and on
+    CUDA GPUs that compute in it natively. Older GPUs only emulate it,
+    slowly, so they take float16.
+
+    Returns:
+        str: ``'bfloat16'`` or ``'float16'``.
+    """
+    if torch.cuda.is_available() and not torch.cuda.is_bf16_supported(
+            including_emulation=False):
+        return 'float16'
+    return 'bfloat16'
+
+
+def set_cuda_loss_scale(wrapper):
+    """Set the loss scaling of an ``AmpOptimWrapper`` config for its dtype.
+
+    float16 keeps the ``loss_scale`` of the config, else takes dynamic loss
+    scaling. Other dtypes need none, but mmengine's (0.10.7)
+    ``AmpOptimWrapper`` always builds a ``GradScaler``: with ``'dynamic'``
+    (its default, where ``loss_scale`` is left out) or a float it scales
+    every loss and checks the gradients for inf and NaN at each step (a
+    wait for the GPU) to no purpose. Only a dict, passed on to
+    ``GradScaler`` as its arguments, can turn it off: ``enabled=False``
+    makes the scaler a pass-through (``backward``, ``step``, state dict),
+    as in :class:`CPUAmpOptimWrapper`.
+
+    Args:
+        wrapper (ConfigDict): ``cfg.optim_wrapper`` with its ``dtype`` set;
+            changed in place.
+    """
+    if wrapper.dtype == 'float16':
+        wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        wrapper.loss_scale = dict(enabled=False)
+
+
+def enable_amp(cfg, dtype=None):
     """Switch ``cfg.optim_wrapper`` to automatic mixed precision.
 
-    On CUDA this is mmengine's ``AmpOptimWrapper`` (float16, dynamic loss
-    scaling); on the CPU, where autocast supports bfloat16 only and
-    ``AmpOptimWrapper`` does not run, :class:`CPUAmpOptimWrapper`.
+    The autocast dtype is ``dtype``, else the ``dtype`` of
+    ``cfg.optim_wrapper``, else :func:`default_amp_dtype`. On CUDA the
+    wrapper is mmengine's ``AmpOptimWrapper`` (see
+    :func:`set_cuda_loss_scale`); on the CPU, where ``AmpOptimWrapper``
+    does not run, :class:`CPUAmpOptimWrapper`, bfloat16 only.
 
     Args:
         cfg (Config): The full config; changed in place.
+        dtype (str, optional): ``'bfloat16'`` or ``'float16'``, over the
+            choice of the config and of the device (``--amp-dtype``).
+            Defaults to None.
+
+    Raises:
+        ValueError: If the dtype is not bfloat16 on a machine without CUDA.
     """
+    wrapper = cfg.optim_wrapper
+    wrapper.dtype = dtype or wrapper.get('dtype') or default_amp_dtype()
     if torch.cuda.is_available():
-        cfg.optim_wrapper.type = 'AmpOptimWrapper'
-        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
-    else:
-        cfg.optim_wrapper.type = f'mmtnt.{CPUAmpOptimWrapper.__name__}'
-        cfg.optim_wrapper.pop('loss_scale', None)
-        cfg.optim_wrapper.dtype = 'bfloat16'
+        wrapper.type = 'AmpOptimWrapper'
+        set_cuda_loss_scale(wrapper)
+        return
+    if wrapper.dtype != 'bfloat16':
+        raise ValueError(
+            'Mixed precision on the CPU takes bfloat16 only, got '
+            f'{wrapper.dtype!r} (from --amp-dtype or optim_wrapper.dtype '
+            'of the config): float16 needs a CUDA GPU; on the CPU use '
+            '--amp-dtype bfloat16.')
+    wrapper.type = f'mmtnt.{CPUAmpOptimWrapper.__name__}'
+    wrapper.pop('loss_scale', None)
 
 
 def enable_compile(cfg):
@@ -154,8 +221,8 @@ def merge_args(cfg, args):
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
 
-    if args.amp:
-        enable_amp(cfg)
+    if args.amp or args.amp_dtype:
+        enable_amp(cfg, args.amp_dtype)
     if args.compile:
         enable_compile(cfg)
 
@@ -183,7 +250,11 @@ def merge_args(cfg, args):
 
 def main():
     args = parse_args()
-    cfg = merge_args(Config.fromfile(args.config), args)
+    cfg = Config.fromfile(args.config)
+    try:
+        cfg = merge_args(cfg, args)
+    except ValueError as error:
+        raise SystemExit(f'tools/train.py: {error}')
     try:
         check_data_paths(cfg, ('train_dataloader', 'val_dataloader'))
     except FileNotFoundError as error:

@@ -12,7 +12,7 @@ import torch.distributed as torch_dist
 from mmengine.config import Config, ConfigDict
 from mmengine.logging import HistoryBuffer
 from mmengine.model import BaseDataPreprocessor
-from mmengine.optim import OptimWrapper
+from mmengine.optim import AmpOptimWrapper, OptimWrapper
 from tool_utils import BASE_CONFIG, TOOLS, free_port
 from torch._dynamo.testing import CompileCounter
 
@@ -299,23 +299,103 @@ def test_train_accepts_both_local_rank_spellings(flag, monkeypatch):
     assert os.environ['LOCAL_RANK'] == '1'
 
 
-def test_train_amp_uses_bfloat16_on_cpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    args = parse(train_tool, monkeypatch, BASE_CONFIG, '--amp')
+def fake_device(monkeypatch, device):
+    """Make torch see ``device``: ``'cpu'`` (no CUDA), ``'cuda-bf16'`` (a
+    GPU with native bfloat16, Ampere on) or ``'cuda-fp16'`` (an older GPU,
+    which only emulates bfloat16)."""
+
+    def is_bf16_supported(including_emulation=True):
+        return device == 'cuda-bf16' or (device == 'cuda-fp16'
+                                         and including_emulation)
+
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: device != 'cpu')
+    monkeypatch.setattr(torch.cuda, 'is_bf16_supported', is_bf16_supported)
+
+
+def amp_cfg(monkeypatch, device, *argv, **optim_wrapper):
+    """merge_args of tools/train.py on the tiny config on ``device``, with
+    ``optim_wrapper`` merged into the config's."""
+    fake_device(monkeypatch, device)
+    args = parse(train_tool, monkeypatch, BASE_CONFIG, *argv)
     cfg = Config.fromfile(BASE_CONFIG)
-    cfg.optim_wrapper.loss_scale = 512.
-    cfg = train_tool.merge_args(cfg, args)
-    assert cfg.optim_wrapper.type == 'mmtnt.CPUAmpOptimWrapper'
-    assert cfg.optim_wrapper.dtype == 'bfloat16'
-    assert 'loss_scale' not in cfg.optim_wrapper
+    cfg.optim_wrapper.update(optim_wrapper)
+    return train_tool.merge_args(cfg, args).optim_wrapper
 
 
-def test_train_amp_keeps_float16_on_cuda(monkeypatch):
-    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
-    cfg = train_cfg(monkeypatch, '--amp')
-    assert cfg.optim_wrapper.type == 'AmpOptimWrapper'
-    assert cfg.optim_wrapper.loss_scale == 'dynamic'
-    assert 'dtype' not in cfg.optim_wrapper
+NO_LOSS_SCALING = dict(enabled=False)
+
+
+@pytest.mark.parametrize('device, wrapper_type, dtype, loss_scale', [
+    ('cuda-bf16', 'AmpOptimWrapper', 'bfloat16', NO_LOSS_SCALING),
+    ('cuda-fp16', 'AmpOptimWrapper', 'float16', 'dynamic'),
+    ('cpu', 'mmtnt.CPUAmpOptimWrapper', 'bfloat16', None),
+])
+def test_train_amp_takes_bfloat16_where_the_device_has_it(
+        monkeypatch, device, wrapper_type, dtype, loss_scale):
+    wrapper = amp_cfg(monkeypatch, device, '--amp')
+    assert wrapper.type == wrapper_type
+    assert wrapper.dtype == dtype
+    assert wrapper.get('loss_scale') == loss_scale
+
+
+def test_train_amp_dtype_overrides_the_device_and_implies_amp(monkeypatch):
+    wrapper = amp_cfg(monkeypatch, 'cuda-bf16', '--amp-dtype', 'float16')
+    assert wrapper.type == 'AmpOptimWrapper'
+    assert wrapper.dtype == 'float16' and wrapper.loss_scale == 'dynamic'
+    wrapper = amp_cfg(monkeypatch, 'cuda-fp16', '--amp-dtype', 'bfloat16')
+    assert wrapper.dtype == 'bfloat16'
+    assert wrapper.loss_scale == NO_LOSS_SCALING
+
+
+def test_train_amp_keeps_the_config_dtype_amp_dtype_overrides_it(
+        monkeypatch):
+    config = dict(type='AmpOptimWrapper', dtype='float16', loss_scale=512.)
+    wrapper = amp_cfg(monkeypatch, 'cuda-bf16', '--amp', **config)
+    assert wrapper.dtype == 'float16' and wrapper.loss_scale == 512.
+    wrapper = amp_cfg(monkeypatch, 'cuda-bf16', '--amp', '--amp-dtype',
+                      'bfloat16', **config)
+    assert wrapper.dtype == 'bfloat16'
+    assert wrapper.loss_scale == NO_LOSS_SCALING
+    wrapper = amp_cfg(monkeypatch, 'cuda-fp16', '--amp', dtype='bfloat16')
+    assert wrapper.dtype == 'bfloat16'
+    # The CPU wrapper takes no loss_scale.
+    wrapper = amp_cfg(monkeypatch, 'cpu', '--amp', loss_scale=512.)
+    assert 'loss_scale' not in wrapper
+
+
+@pytest.mark.parametrize('argv, optim_wrapper', [
+    (['--amp-dtype', 'float16'], {}),
+    (['--amp'], dict(dtype='float16')),
+])
+def test_train_amp_float16_on_the_cpu_is_refused(monkeypatch, argv,
+                                                 optim_wrapper):
+    with pytest.raises(ValueError, match='CPU takes bfloat16 only'):
+        amp_cfg(monkeypatch, 'cpu', *argv, **optim_wrapper)
+
+
+def test_train_tool_exits_with_the_amp_error(monkeypatch):
+    fake_device(monkeypatch, 'cpu')
+    monkeypatch.setattr(
+        'sys.argv', ['train.py', str(BASE_CONFIG), '--amp-dtype', 'float16'])
+    with pytest.raises(SystemExit, match="got 'float16'.*--amp-dtype b"):
+        train_tool.main()
+
+
+def test_amp_optim_wrapper_without_loss_scaling_is_a_pass_through(
+        monkeypatch):
+    wrapper_cfg = amp_cfg(monkeypatch, 'cuda-bf16', '--amp')
+    model = torch.nn.Linear(4, 2)
+    wrapper = AmpOptimWrapper(
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        dtype=wrapper_cfg.dtype,
+        loss_scale=wrapper_cfg.loss_scale)
+    assert wrapper.cast_dtype == torch.bfloat16
+    before = model.weight.detach().clone()
+    loss = model(torch.ones(1, 4)).sum()
+    assert wrapper.loss_scaler.scale(loss) is loss
+    wrapper.update_params(loss)
+    assert torch.allclose(model.weight, before - 0.1)
+    assert wrapper.state_dict()['loss_scaler'] == {}
 
 
 def compile_hooks(cfg):
