@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 from mmtnt.models.layers import LocallyGroupedAttention
 from mmtnt.models.layers import attention as attention_module
-from mmtnt.models.layers.attention import (FEW_KEYS, explicit_attention,
+from mmtnt.models.layers.attention import (MAX_FUSED_BATCH,
+                                           explicit_attention,
                                            scaled_dot_product_attention,
                                            takes_explicit_route)
 
@@ -33,14 +34,27 @@ def test_rule_takes_explicit_products_where_no_fused_kernel_fits(dtype):
     # An aligned query with unaligned values.
     assert takes_explicit_route(*tensors((8, 4, 200, 8), (8, 4, 200, 8),
                                          (8, 4, 200, 12), dtype=dtype))
-    # Few keys, aligned head dims.
-    assert takes_explicit_route(*tensors(
-        (8, 4, 100, 32), (8, 4, FEW_KEYS, 32), (8, 4, FEW_KEYS, 32),
-        dtype=dtype))
-    # Aligned head dims over more keys: the fused kernels.
-    assert not takes_explicit_route(*tensors(
-        (8, 4, 49, 32), (8, 4, FEW_KEYS + 1, 32), (8, 4, FEW_KEYS + 1, 32),
-        dtype=dtype))
+    # Aligned head dims, few keys or many: the fused kernels.
+    for keys in (9, 16, 49):
+        assert not takes_explicit_route(*tensors(
+            (8, 4, 49, 32), (8, 4, keys, 32), (8, 4, keys, 32),
+            dtype=dtype))
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_rule_keeps_batches_the_fused_kernels_cannot_launch(dtype):
+    """More than 65535 batch entries (PyramidTNT's sentences at batch 64)
+    or heads take the explicit products, whatever the dtype."""
+    def route(*leading):
+        q = torch.empty(*leading, 16, 8, dtype=dtype).expand(
+            *leading, 16, 8)
+        return takes_explicit_route(q, q, q)
+
+    assert not route(MAX_FUSED_BATCH, 2)
+    assert route(MAX_FUSED_BATCH + 1, 2)
+    assert route(2, 33000, 2)  # batch dims multiply
+    assert route(2, MAX_FUSED_BATCH + 1)
+    assert not route(2, 32000, 2)
 
 
 def test_rule_keeps_float32_on_the_fused_kernel_outside_autocast():
@@ -56,8 +70,8 @@ def test_rule_keeps_float32_on_the_fused_kernel_outside_autocast():
 
 def test_layers_call_the_routed_function():
     """The plain attention modules reach the rule: a bfloat16 LSA with
-    head dim 6 runs the explicit products, one with head dim 8 over 49
-    keys the fused kernel."""
+    head dim 6 runs the explicit products, one with head dim 8 the fused
+    kernel."""
     calls = []
 
     def spy(name, function):

@@ -9,6 +9,8 @@ routes from the inputs' dtype and shape alone (never from the device):
 products of :func:`explicit_attention` where no fused kernel takes the
 shape (see :func:`takes_explicit_route`).
 """
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -22,10 +24,11 @@ from .layout import map_to_tokens, tokens_to_map
 #: multiple of 8, and FlashAttention pads them to 8 and runs its head-dim-32
 #: kernel (TNT's inner attention: head dim 6 or 10).
 FUSED_HEAD_DIM_MULTIPLE = 8
-#: 16-bit attention over at most this many keys takes the explicit route:
-#: the fused kernels' tiles (64 to 128 keys) are mostly padding there.
-#: docs/benchmarks.md ("Attention routes on a GPU") gives the measurement.
-FEW_KEYS = 16
+#: The most batch entries, and heads, that the fused CUDA kernels take:
+#: FlashAttention and the memory-efficient kernel launch one grid row per
+#: batch entry and head, and a CUDA grid's second and third dimensions stop
+#: at 65535 (PyramidTNT's word attention at batch 64: 65536 sentences).
+MAX_FUSED_BATCH = 65535
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -39,17 +42,28 @@ def attention_dtype(query):
     return query.dtype
 
 
+def exceeds_fused_grid(query):
+    """Whether ``query`` (..., heads, N, d) has more batch entries or heads
+    than :data:`MAX_FUSED_BATCH`. Not asked while ``torch.export`` traces
+    the model: the exported graph runs elsewhere (ONNX Runtime), and the
+    question would bound its dynamic batch."""
+    if torch.compiler.is_exporting():
+        return False
+    *batch, heads = query.shape[:-2]
+    return math.prod(batch) > MAX_FUSED_BATCH or heads > MAX_FUSED_BATCH
+
+
 def takes_explicit_route(query, key, value):
     """Whether :func:`scaled_dot_product_attention` computes these inputs
     with :func:`explicit_attention`: 16-bit attention whose head dims are
-    not multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, or over at most
-    :data:`FEW_KEYS` keys. Everything else, float32 among it, takes
-    PyTorch's fused attention.
+    not multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, and attention over
+    more than :data:`MAX_FUSED_BATCH` batch entries or heads. Everything
+    else takes PyTorch's fused attention.
 
     Args:
-        query (Tensor): Shape (..., Nq, d).
-        key (Tensor): Shape (..., Nk, d).
-        value (Tensor): Shape (..., Nk, d_v).
+        query (Tensor): Shape (..., heads, Nq, d).
+        key (Tensor): Shape (..., heads, Nk, d).
+        value (Tensor): Shape (..., heads, Nk, d_v).
 
     Returns:
         bool: Whether the explicit route runs.
@@ -61,11 +75,12 @@ def takes_explicit_route(query, key, value):
         ...     q.float(), q.float(), q.float())
         (True, False)
     """
+    if exceeds_fused_grid(query):
+        return True
     if attention_dtype(query) not in LOW_PRECISION:
         return False
-    unaligned = (query.shape[-1] % FUSED_HEAD_DIM_MULTIPLE != 0
-                 or value.shape[-1] % FUSED_HEAD_DIM_MULTIPLE != 0)
-    return unaligned or key.shape[-2] <= FEW_KEYS
+    return (query.shape[-1] % FUSED_HEAD_DIM_MULTIPLE != 0
+            or value.shape[-1] % FUSED_HEAD_DIM_MULTIPLE != 0)
 
 
 def explicit_attention(query,
