@@ -727,6 +727,50 @@ def print_amp_speedup(benches, args, device, load):
     print(format_table(header, rows))
 
 
+def device_description(device):
+    """The device and the library versions, in words."""
+    versions = f'torch {torch.__version__}'
+    if device.type == 'cuda':
+        cudnn = torch.backends.cudnn.version()
+        return (f'{torch.cuda.get_device_name(device)}, {versions}, CUDA '
+                f'{torch.version.cuda}, cuDNN {cudnn // 10000}.'
+                f'{cudnn // 100 % 100}.{cudnn % 100}')
+    model = 'CPU'
+    with open('/proc/cpuinfo') as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith('model name'):
+                model = line.split(':', 1)[1].strip()
+                break
+    return f'{model} ({os.cpu_count()} cores), {versions}'
+
+
+def checked_img_size(parser, img_size):
+    """``--img-size`` (one side, or H W) as (H, W); None stays None.
+
+    Args:
+        parser (argparse.ArgumentParser): Reports a bad value.
+        img_size (list[int], optional): The parsed values.
+
+    Returns:
+        tuple[int, int] | None: The input size.
+    """
+    if img_size is None:
+        return None
+    if len(img_size) not in (1, 2) or min(img_size) < 1:
+        parser.error('--img-size takes one positive side or H W, got '
+                     f'{img_size}.')
+    return tuple(img_size * (3 - len(img_size)))
+
+
+def checked_device(name):
+    """``torch.device(name)``; exits with one line if it names CUDA on a
+    machine without a GPU."""
+    device = torch.device(name)
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit(f'--device {name}: no GPU is available.')
+    return device
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Time mmtnt backbones, measure their training memory, '
@@ -811,11 +855,7 @@ def parse_args(argv=None):
         'timing')
     parser.add_argument('--profile-rows', type=int, default=25)
     args = parser.parse_args(argv)
-    if args.img_size is not None:
-        if len(args.img_size) not in (1, 2) or min(args.img_size) < 1:
-            parser.error('--img-size takes one positive side or H W, got '
-                         f'{args.img_size}.')
-        args.img_size = tuple(args.img_size * (3 - len(args.img_size)))
+    args.img_size = checked_img_size(parser, args.img_size)
     for bad in ('batch_size', 'rounds', 'threads'):
         if getattr(args, bad) < 1:
             parser.error(f'--{bad.replace("_", "-")} must be positive.')
@@ -834,9 +874,7 @@ def main(argv=None):
             peers = ', '.join(variant['peers']) or 'no peers'
             print(f'{name}: {variant["img_size"]}px, {peers}')
         return
-    device = torch.device(args.device)
-    if device.type == 'cuda' and not torch.cuda.is_available():
-        raise SystemExit('--device cuda: no GPU is available.')
+    device = checked_device(args.device)
     benches = [
         resolve_benchmark(n, args.img_size, args.with_cp) for n in args.names
     ]
