@@ -6,8 +6,8 @@
 # `paramwise_cfg.custom_keys`), 500 iterations of linear warm-up from
 # 0.001 x lr (inherited there from the 1x base), 36 epochs with the LR
 # divided by 10 after epochs 27 and 33. The official runs used fp16 with a
-# static loss scale of 512; `tools/train.py --amp` trains in mixed precision
-# (dynamic loss scale).
+# static loss scale of 512; `tools/train.py --amp` trains in bfloat16 on GPUs
+# that have it, `--amp-dtype float16` in float16 (dynamic loss scale).
 _base_ = 'mmdet::_base_/schedules/schedule_1x.py'
 
 max_epochs = 36

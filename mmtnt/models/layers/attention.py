@@ -28,6 +28,7 @@ FUSED_HEAD_DIM_MULTIPLE = 8
 #: FlashAttention and the memory-efficient kernel launch one grid row per
 #: batch entry and head, and a CUDA grid's second and third dimensions stop
 #: at 65535 (PyramidTNT's word attention at batch 64: 65536 sentences).
+#: docs/benchmarks.md ("Attention routes on a GPU") has the measurements.
 MAX_FUSED_BATCH = 65535
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
