@@ -16,13 +16,12 @@ import argparse
 import os
 import os.path as osp
 
-import torch
 from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from mmtnt.accel import accelerate_runner
-from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
+from mmtnt.engine import CompileHook, enable_amp
 from mmtnt.hub import HubError
 from mmtnt.utils import (CheckpointFileError, check_data_paths,
                          checkpoint_to_load, prepare_checkpoint,
@@ -92,81 +91,6 @@ def parse_args():
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
-
-
-def default_amp_dtype():
-    """The autocast dtype of ``--amp`` where neither ``--amp-dtype`` nor the
-    config chooses one.
-
-    bfloat16 has the exponent range of float32 and needs no loss scaling:
-    it is taken on the CPU (whose autocast supports nothing else) and on
-    CUDA GPUs that compute in it natively. Older GPUs only emulate it,
-    slowly, so they take float16.
-
-    Returns:
-        str: ``'bfloat16'`` or ``'float16'``.
-    """
-    if torch.cuda.is_available() and not torch.cuda.is_bf16_supported(
-            including_emulation=False):
-        return 'float16'
-    return 'bfloat16'
-
-
-def set_cuda_loss_scale(wrapper):
-    """Set the loss scaling of an ``AmpOptimWrapper`` config for its dtype.
-
-    float16 keeps the ``loss_scale`` of the config, else takes dynamic loss
-    scaling. Other dtypes need none, but mmengine's (0.10.7)
-    ``AmpOptimWrapper`` always builds a ``GradScaler``: with ``'dynamic'``
-    (its default, where ``loss_scale`` is left out) or a float it scales
-    every loss and checks the gradients for inf and NaN at each step (a
-    wait for the GPU) to no purpose. Only a dict, passed on to
-    ``GradScaler`` as its arguments, can turn it off: ``enabled=False``
-    makes the scaler a pass-through (``backward``, ``step``, state dict),
-    as in :class:`CPUAmpOptimWrapper`.
-
-    Args:
-        wrapper (ConfigDict): ``cfg.optim_wrapper`` with its ``dtype`` set;
-            changed in place.
-    """
-    if wrapper.dtype == 'float16':
-        wrapper.setdefault('loss_scale', 'dynamic')
-    else:
-        wrapper.loss_scale = dict(enabled=False)
-
-
-def enable_amp(cfg, dtype=None):
-    """Switch ``cfg.optim_wrapper`` to automatic mixed precision.
-
-    The autocast dtype is ``dtype``, else the ``dtype`` of
-    ``cfg.optim_wrapper``, else :func:`default_amp_dtype`. On CUDA the
-    wrapper is mmengine's ``AmpOptimWrapper`` (see
-    :func:`set_cuda_loss_scale`); on the CPU, where ``AmpOptimWrapper``
-    does not run, :class:`CPUAmpOptimWrapper`, bfloat16 only.
-
-    Args:
-        cfg (Config): The full config; changed in place.
-        dtype (str, optional): ``'bfloat16'`` or ``'float16'``, over the
-            choice of the config and of the device (``--amp-dtype``).
-            Defaults to None.
-
-    Raises:
-        ValueError: If the dtype is not bfloat16 on a machine without CUDA.
-    """
-    wrapper = cfg.optim_wrapper
-    wrapper.dtype = dtype or wrapper.get('dtype') or default_amp_dtype()
-    if torch.cuda.is_available():
-        wrapper.type = 'AmpOptimWrapper'
-        set_cuda_loss_scale(wrapper)
-        return
-    if wrapper.dtype != 'bfloat16':
-        raise ValueError(
-            'Mixed precision on the CPU takes bfloat16 only, got '
-            f'{wrapper.dtype!r} (from --amp-dtype or optim_wrapper.dtype '
-            'of the config): float16 needs a CUDA GPU; on the CPU use '
-            '--amp-dtype bfloat16.')
-    wrapper.type = f'mmtnt.{CPUAmpOptimWrapper.__name__}'
-    wrapper.pop('loss_scale', None)
 
 
 def enable_compile(cfg):

@@ -69,6 +69,7 @@ import torch.nn.functional as F
 from mmtnt.accel import (accelerate_for_cpu, keep_freed_memory,
                          release_freed_memory)
 from mmtnt.accel.linear import onednn_matmul
+from mmtnt.engine import default_amp_dtype
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from get_flops import default_shape, flop_analyzer, load_config  # noqa: E402
@@ -448,9 +449,7 @@ def amp_dtype(args, device, force=False):
     """The autocast dtype (float32 without ``--amp``, unless ``force``)."""
     if not (args.amp or force):
         return torch.float32
-    if args.amp_dtype:
-        return getattr(torch, args.amp_dtype)
-    return torch.bfloat16 if device.type == 'cpu' else torch.float16
+    return getattr(torch, args.amp_dtype or default_amp_dtype(device.type))
 
 
 def random_batch(bench, args, device):
@@ -799,7 +798,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--amp',
         action='store_true',
-        help='autocast: bfloat16 on the CPU, float16 on a GPU')
+        help='autocast: bfloat16 on the CPU and on GPUs that have it, as '
+        'tools/train.py --amp; float16 on older GPUs')
     parser.add_argument(
         '--amp-dtype',
         choices=['float16', 'bfloat16'],

@@ -96,6 +96,7 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, DefaultScope
 
 from mmtnt.accel import accelerate_for_cpu
+from mmtnt.engine import enable_amp
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from benchmark import (_resident_bytes, accel_note,  # noqa: E402
@@ -345,30 +346,6 @@ def drop_pretrained(model_cfg):
         backbone.init_cfg = None
     model_cfg.pop('pretrained', None)
     backbone.pop('pretrained', None)
-
-
-def use_amp(cfg, dtype, device):
-    """Make the config's optimizer wrapper train under autocast.
-
-    Args:
-        cfg (Config): The config; changed in place.
-        dtype (str): ``'bfloat16'`` or ``'float16'`` (GPU only).
-        device (torch.device): Where it trains: mmengine's
-            ``AmpOptimWrapper`` on a GPU (dynamic loss scaling), mmtnt's
-            ``CPUAmpOptimWrapper`` on the CPU, as ``tools/train.py --amp``.
-
-    Examples:
-        >>> use_amp(cfg, 'bfloat16', torch.device('cuda'))
-        >>> cfg.optim_wrapper.type, cfg.optim_wrapper.dtype
-        ('AmpOptimWrapper', 'bfloat16')
-    """
-    if device.type == 'cpu':
-        cfg.optim_wrapper.type = 'mmtnt.CPUAmpOptimWrapper'
-        cfg.optim_wrapper.pop('loss_scale', None)
-    else:
-        cfg.optim_wrapper.type = 'AmpOptimWrapper'
-        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
-    cfg.optim_wrapper.dtype = dtype
 
 
 def random_boxes(count, height, width, generator):
@@ -682,11 +659,11 @@ def parse_args(argv=None):
         '--device', default='cpu', help='cpu, cuda or cuda:N')
     parser.add_argument(
         '--amp', action='store_true',
-        help='train under autocast (mmengine\'s AmpOptimWrapper; mmtnt\'s '
-        'CPUAmpOptimWrapper on the CPU)')
+        help='train in mixed precision as tools/train.py --amp does '
+        '(bfloat16 where the device has it)')
     parser.add_argument(
-        '--amp-dtype', choices=['bfloat16', 'float16'], default='bfloat16',
-        help='the autocast dtype (default bfloat16; float16 on a GPU only)')
+        '--amp-dtype', choices=['bfloat16', 'float16'],
+        help='the autocast dtype (implies --amp; float16 on a GPU only)')
     parser.add_argument(
         '--with-cp', nargs='?', const='on', default='off',
         choices=['off', 'on', 'both'],
@@ -725,9 +702,7 @@ def parse_args(argv=None):
     for bad in ('batch_size', 'rounds', 'warmup', 'train_images'):
         if getattr(args, bad) is not None and getattr(args, bad) < 1:
             parser.error(f'--{bad.replace("_", "-")} must be positive.')
-    if args.amp and args.amp_dtype == 'float16' and args.device == 'cpu':
-        parser.error('--amp-dtype float16: CPU autocast trains in bfloat16 '
-                     'only.')
+    args.amp = args.amp or args.amp_dtype is not None
     return args
 
 
@@ -746,7 +721,10 @@ def main(argv=None):
     runs, schedules, notes = [], [], []
     for name, cfg in configs.items():
         if args.amp:
-            use_amp(cfg, args.amp_dtype, device)
+            try:
+                enable_amp(cfg, args.amp_dtype, device.type)
+            except ValueError as error:
+                raise SystemExit(f'dense_benchmark.py: {error}')
         schedule = Schedule(cfg, name, args.train_images)
         img_size = args.img_size or train_input_size(cfg)
         batch_size = args.batch_size or schedule.per_gpu_batch
@@ -770,7 +748,11 @@ def main(argv=None):
         table_row(run, values, schedule, args.modes)
         for run, values, schedule in zip(runs, measured, schedules)
     ]
-    precision = (f'autocast {args.amp_dtype}' if args.amp else 'float32')
+    precision = 'float32'
+    if args.amp:
+        dtypes = sorted({c.optim_wrapper.dtype for c in configs.values()})
+        precision = 'autocast ' + '/'.join(dtypes)
+
     lines = [
         f'{device_description(device)}; {precision}, '
         f'{torch.get_num_threads()} threads, median of {args.rounds} '
