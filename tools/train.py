@@ -22,10 +22,9 @@ from mmengine.runner import Runner
 
 from mmtnt.accel import accelerate_runner
 from mmtnt.engine import CompileHook, enable_amp
-from mmtnt.hub import HubError
+from mmtnt.hub import HubError, prepare_checkpoint
 from mmtnt.utils import (CheckpointFileError, check_data_paths,
-                         checkpoint_to_load, prepare_checkpoint,
-                         register_checkpoint_safe_globals,
+                         checkpoint_to_load, register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 # The autocast dtypes of `--amp-dtype`.

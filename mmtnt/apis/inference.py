@@ -13,9 +13,11 @@ import torch
 from mmcv.image import imread
 from mmengine.config import Config
 from mmengine.dataset import Compose, default_collate
+from mmengine.model import BaseModel
 from mmpretrain.apis import ImageClassificationInferencer
 
 from mmtnt.accel import accelerate_for_cpu
+from mmtnt.accel.api import model_device
 
 TASKS = ('mmpretrain', 'mmdet', 'mmseg')
 
@@ -77,12 +79,16 @@ def build_inferencer(config, checkpoint=None, device=None, cpu_accel=True):
     """Build the Inferencer of the config's task.
 
     Args:
-        config (str | Config): An mmtnt config (or any config whose
-            ``default_scope`` is ``mmpretrain``, ``mmdet`` or ``mmseg``).
-        checkpoint (str, optional): Weights to load; None keeps the
-            initialised weights (the Inferencers warn).
-        device (str, optional): Where to run. Defaults to the first GPU when
-            there is one, else the CPU.
+        config (str | Config | BaseModel): An mmtnt config (or any config
+            whose ``default_scope`` is ``mmpretrain``, ``mmdet`` or
+            ``mmseg``), or a model built from one (its ``cfg``, as
+            :func:`mmtnt.apis.get_model` gives it), which the Inferencer
+            uses instead of building another.
+        checkpoint (str, optional): Weights to load into the model of a
+            config; None keeps the initialised weights (the Inferencers
+            warn). A built model keeps its own.
+        device (str, optional): Where to run. Defaults to a built model's
+            device, else the first GPU when there is one, else the CPU.
         cpu_accel (bool): Apply :func:`mmtnt.accelerate_for_cpu` to a model
             on the CPU. It changes nothing but float32 rounding. Defaults to
             True.
@@ -99,25 +105,49 @@ def build_inferencer(config, checkpoint=None, device=None, cpu_accel=True):
         >>> type(inferencer).__name__
         'MMSegInferencer'
     """
+    built = config if isinstance(config, BaseModel) else None
+    if built is not None:
+        if checkpoint is not None:
+            raise ValueError('A built model keeps its weights: give '
+                             'get_model() the checkpoint instead.')
+        config = built.cfg
     cfg = config if isinstance(config, Config) else Config.fromfile(config)
-    task = cfg.get('default_scope')
-    if device is None:
+    if device is None and built is not None:
+        device = str(model_device(built))
+    elif device is None:
         device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    task = cfg.get('default_scope')
     if task == 'mmpretrain':
         inferencer = ClassificationInferencer(
-            cfg, pretrained=checkpoint or False, device=device)
-    elif task == 'mmdet':
-        from mmdet.apis import DetInferencer
-        inferencer = DetInferencer(cfg, weights=checkpoint, device=device)
-    elif task == 'mmseg':
-        from mmseg.apis import MMSegInferencer
-        inferencer = MMSegInferencer(cfg, weights=checkpoint, device=device)
+            built or cfg, pretrained=checkpoint or False, device=device)
+    elif task in ('mmdet', 'mmseg'):
+        inferencer_class = _dense_inferencer_class(task, built)
+        inferencer = inferencer_class(cfg, weights=checkpoint, device=device)
     else:
         raise ValueError(f'default_scope must be one of {TASKS} to choose '
                          f'an Inferencer, got {task!r}.')
     if cpu_accel:
         accelerate_for_cpu(inferencer.model)
     return inferencer
+
+
+def _dense_inferencer_class(task, built=None):
+    """mmdet's ``DetInferencer`` or mmseg's ``MMSegInferencer``; for a
+    built model, a subclass that takes it in place of building one from
+    the config."""
+    if task == 'mmdet':
+        from mmdet.apis import DetInferencer as inferencer_class
+    else:
+        from mmseg.apis import MMSegInferencer as inferencer_class
+    if built is None:
+        return inferencer_class
+
+    class BuiltModelInferencer(inferencer_class):
+
+        def _init_model(self, cfg, weights, device='cpu'):
+            return built.to(device).eval()
+
+    return BuiltModelInferencer
 
 
 def summarize_prediction(task, prediction, classes, topk=5, score_thr=0.3):

@@ -23,12 +23,17 @@ SCOPE_TASKS = {
 }
 
 
-def list_models(pattern=None, task=None):
-    """The model names of mmtnt's index.
+def list_models(pattern=None, exclude_patterns=None, task=None):
+    """The model names of mmtnt's index, as mmpretrain's ``list_models``
+    lists mmpretrain's.
+
+    Names and patterns are compared in lower case, and a pattern matches
+    the names it begins (``fnmatch`` with ``*`` appended).
 
     Args:
-        pattern (str, optional): A wildcard pattern (``fnmatch``) the names
-            begin with, as mmpretrain's ``list_models`` takes it.
+        pattern (str, optional): A wildcard pattern of the names to list.
+        exclude_patterns (list[str] | str, optional): Patterns of names
+            to leave out.
         task (str, optional): A task of the models' results (``'Image
             Classification'``, ``'Object Detection'``, ``'Instance
             Segmentation'``, ``'Semantic Segmentation'``) or a library
@@ -40,45 +45,68 @@ def list_models(pattern=None, task=None):
 
     Examples:
         >>> from mmtnt.apis import list_models
-        >>> list_models('twins-svt-s')
+        >>> list_models('Twins-SVT-S')
         ['twins-svt-small_8xb128_in1k']
+        >>> list_models('upernet_twins-svt-s',
+        ...             exclude_patterns=['*mmseg', '*layer-decay'])
+        ['upernet_twins-svt-s_8xb2-160k_ade20k-512x512']
         >>> len(list_models(task='mmseg')) > 0
         True
     """
-    names = list(hub.model_index())
+    index = hub.model_index()
+    names = list(index)
     if pattern is not None:
-        names = fnmatch.filter(names, pattern + '*')
+        names = _matching(names, pattern)
+    if isinstance(exclude_patterns, str):
+        exclude_patterns = [exclude_patterns]
+    for exclude in exclude_patterns or []:
+        excluded = set(_matching(names, exclude))
+        names = [name for name in names if name not in excluded]
     if task is not None:
-        tasks = SCOPE_TASKS.get(task, (task, ))
-        names = [
-            name for name in names
-            if set(tasks) & set(hub.model_index()[name]['tasks'])
-        ]
+        tasks = set(SCOPE_TASKS.get(task, (task, )))
+        names = [name for name in names if tasks & set(index[name]['tasks'])]
     return sorted(names)
 
 
+def _matching(names, pattern):
+    """The names that ``pattern`` matches the beginning of, in any case."""
+    pattern = pattern.lower() + '*'
+    return [
+        name for name in names if fnmatch.fnmatchcase(name.lower(), pattern)
+    ]
+
+
+def _index_entry(name):
+    """The model index entry of a name, in any case."""
+    for key, entry in hub.model_index().items():
+        if key.lower() == name.lower():
+            return entry
+    raise ValueError(f'No model {name!r} in mmtnt\'s model index; '
+                     'list_models() gives the names.')
+
+
 def _config_and_weights(model, pretrained):
-    """The config of a name, path or Config, and the weights to load."""
+    """The config of a name, path or Config, and the weights to load: for
+    ``pretrained=True``, a named model's published weights
+    (``mmtnt://NAME``), else the config's ``load_from``."""
     if isinstance(model, Config):
         config = copy.deepcopy(model)
+        published = None
     elif Path(str(model)).suffix == '.py':
         config = Config.fromfile(model)
+        published = None
     elif isinstance(model, str):
-        entry = hub.model_index().get(model)
-        if entry is None:
-            raise ValueError(f'No model {model!r} in mmtnt\'s model index; '
-                             'list_models() gives the names.')
+        entry = _index_entry(model)
         config = Config.fromfile(entry['config'])
-        if pretrained is True:
-            pretrained = hub.SCHEME + model
+        published = hub.SCHEME + entry['name'] if entry['sources'] else None
     else:
         raise TypeError('model must be a name, a config file or a Config, '
                         f'got {type(model).__name__}.')
     if pretrained is True:
-        pretrained = config.get('load_from')
+        pretrained = published or config.get('load_from')
         if not pretrained:
-            warnings.warn('The config names no weights (load_from): the '
-                          'model keeps its initialised weights.')
+            warnings.warn('No published weights and no load_from for this '
+                          'model: it keeps its initialised (random) weights.')
     return config, pretrained or None
 
 
@@ -101,12 +129,14 @@ def get_model(model, pretrained=False, device=None, **cfg_options):
     """Build a model of the index, or of a config, with its weights.
 
     Args:
-        model (str | Config): A model name (:func:`list_models`), a config
-            file or a loaded config.
+        model (str | Config): A model name (:func:`list_models`, in any
+            case), a config file or a loaded config.
         pretrained (bool | str): True for the published weights of a named
-            model (``mmtnt://NAME``; a config's ``load_from``); a checkpoint
-            path or address (``mmtnt://NAME@SOURCE`` included); False for
-            the initialised weights. Defaults to False.
+            model (``mmtnt://NAME``), else the config's ``load_from``; where
+            there is neither, a warning says that the model keeps its
+            initialised weights. A checkpoint path or address
+            (``mmtnt://NAME@SOURCE`` included), or False for the initialised
+            weights. Defaults to False.
         device (str | torch.device, optional): Where to put the model.
             Defaults to None (the CPU).
         **cfg_options: Changes to the config's ``model`` (as mmpretrain's
@@ -146,16 +176,30 @@ def get_model(model, pretrained=False, device=None, **cfg_options):
     return built.eval()
 
 
-def inference_model(model, inputs, **kwargs):
-    """Predict on images with the Inferencer of the model's task.
+def inference_model(model,
+                    inputs,
+                    pretrained=True,
+                    device=None,
+                    cpu_accel=True,
+                    **kwargs):
+    """Predict on images with the Inferencer of the model's task, as
+    mmpretrain's ``inference_model`` does.
 
     Args:
-        model (BaseModel | str | Config): A model from :func:`get_model`,
-            or what :func:`get_model` takes (built with its initialised
-            weights unless ``pretrained`` is among ``kwargs``).
+        model (BaseModel | str | Config): A built model (from
+            :func:`get_model`), which the Inferencer uses as it is, or what
+            :func:`get_model` takes.
         inputs (str | np.ndarray | list): Image files or arrays.
-        **kwargs: ``pretrained`` and ``device`` for :func:`get_model`; the
-            rest go to the Inferencer's call (``return_datasamples``,
+        pretrained (bool | str): The weights of a model given by name or
+            config, as :func:`get_model` takes them; unlike
+            :func:`get_model`, True by default: the published weights (a
+            warning where there are none).
+        device (str, optional): Where to run. Defaults to the built model's
+            device, else the CPU.
+        cpu_accel (bool): Apply :func:`mmtnt.accelerate_for_cpu` to a model
+            on the CPU (in place), as :func:`build_inferencer` does.
+            Defaults to True.
+        **kwargs: The Inferencer's call arguments (``return_datasamples``,
             ``show``...).
 
     Returns:
@@ -164,29 +208,16 @@ def inference_model(model, inputs, **kwargs):
 
     Examples:
         >>> from mmtnt.apis import inference_model
-        >>> inference_model('twins-svt-small_8xb128_in1k', 'cat.jpg',
-        ...                 pretrained=True)['pred_class']  # doctest: +SKIP
+        >>> inference_model('twins-svt-small_8xb128_in1k',
+        ...                 'cat.jpg')['pred_class']  # doctest: +SKIP
         'tabby, tabby cat'
     """
     from mmengine.model import BaseModel
-    build_args = {
-        k: kwargs.pop(k)
-        for k in ('pretrained', 'device') if k in kwargs
-    }
-    if not isinstance(model, BaseModel):
-        model = get_model(model, **build_args)
+
     from .inference import build_inferencer
-    device = next(model.parameters()).device
-    with warnings.catch_warnings():
-        # the Inferencer builds a model with no weights, replaced below
-        warnings.simplefilter('ignore')
-        inferencer = build_inferencer(
-            model.cfg, device=str(device), cpu_accel=False)
-    inferencer.model = model
-    if getattr(inferencer, 'visualizer', None) is not None:
-        inferencer.visualizer.dataset_meta = model.dataset_meta
-    if hasattr(inferencer, 'classes'):
-        inferencer.classes = model.dataset_meta.get('classes')
+    if not isinstance(model, BaseModel):
+        model = get_model(model, pretrained, device)
+    inferencer = build_inferencer(model, device=device, cpu_accel=cpu_accel)
     results = inferencer(inputs, **kwargs)
     if isinstance(results, dict):  # mmdet's and mmseg's
         results = results['predictions']

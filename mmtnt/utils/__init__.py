@@ -1,6 +1,6 @@
 from .checkpoint import (CheckpointFileError, check_checkpoint_file,
                          checkpoint_safe_globals, checkpoint_to_load,
-                         history_buffer_attribute, prepare_checkpoint,
+                         history_buffer_attribute,
                          register_checkpoint_safe_globals)
 from .data_check import check_data_paths
 from .distributed import (cpu_model_wrapper_cfg, init_cpu_process_group,
@@ -8,7 +8,7 @@ from .distributed import (cpu_model_wrapper_cfg, init_cpu_process_group,
 
 __all__ = [
     'CheckpointFileError', 'check_checkpoint_file', 'checkpoint_safe_globals',
-    'checkpoint_to_load', 'history_buffer_attribute', 'prepare_checkpoint',
+    'checkpoint_to_load', 'history_buffer_attribute',
     'register_checkpoint_safe_globals', 'check_data_paths',
     'cpu_model_wrapper_cfg', 'init_cpu_process_group', 'setup_cpu_distributed',
     'shutdown_cpu_distributed'

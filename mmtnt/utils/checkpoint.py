@@ -183,26 +183,6 @@ def check_checkpoint_file(path):
             f'({problem})')
 
 
-def prepare_checkpoint(checkpoint):
-    """Make ``checkpoint`` ready for mmengine's loader, or raise one
-    readable error: a ``mmtnt://`` name is fetched into the cache (its
-    download and conversion fail with :class:`mmtnt.hub.HubError`), a local
-    file is checked (:func:`check_checkpoint_file`).
-
-    Args:
-        checkpoint (str | None): What the runner will load.
-
-    Raises:
-        CheckpointFileError: For a local file that cannot be a checkpoint.
-        HubError: For a published checkpoint that cannot be fetched.
-    """
-    if str(checkpoint).startswith('mmtnt://'):
-        from mmtnt.hub import fetch_checkpoint
-        fetch_checkpoint(checkpoint)
-        return
-    check_checkpoint_file(checkpoint)
-
-
 def checkpoint_to_load(cfg):
     """The checkpoint that mmengine's runner will load for ``cfg``.
 

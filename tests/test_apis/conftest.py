@@ -3,6 +3,7 @@ import collections
 import hashlib
 import http.server
 import threading
+import time
 
 import pytest
 
@@ -18,12 +19,22 @@ class WeightsServer:
         truncated (set[str]): Paths answered with their full
             ``Content-Length`` but half their bytes, then a closed
             connection.
+        cut_chunked (set[str]): Paths answered in one chunk
+            (``Transfer-Encoding: chunked``) cut at half its bytes.
+        headers (dict[str, dict]): Extra headers of each path's answer.
+        redirects (dict[str, str]): Paths answered with a redirect (302)
+            to another path, as Hugging Face redirects to its storage.
+        delay (float): Seconds each request waits before its answer.
     """
 
     def __init__(self):
         self.files = {}
         self.requests = collections.Counter()
         self.truncated = set()
+        self.cut_chunked = set()
+        self.headers = {}
+        self.redirects = {}
+        self.delay = 0.0
         self._server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
                                                        self._handler())
         self.url = f'http://127.0.0.1:{self._server.server_port}'
@@ -48,16 +59,40 @@ class WeightsServer:
 
             def do_GET(self):
                 server.requests[self.path] += 1
+                time.sleep(server.delay)
                 data = server.files.get(self.path)
-                if data is None:
+                if self.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header('Location', server.redirects[self.path])
+                    self.end_headers()
+                elif data is None:
                     self.send_error(404)
-                    return
+                elif self.path in server.cut_chunked:
+                    self.send_cut_chunk(data)
+                else:
+                    self.send_file(data)
+
+            def send_file(self, data):
                 self.send_response(200)
                 self.send_header('Content-Length', str(len(data)))
                 self.end_headers()
                 if self.path in server.truncated:
                     data = data[:len(data) // 2]
                 self.wfile.write(data)
+
+            def send_cut_chunk(self, data):
+                """One chunk announcing all of ``data``, cut at half."""
+                self.send_response(200)
+                self.send_header('Transfer-Encoding', 'chunked')
+                self.end_headers()
+                self.wfile.write(b'%x\r\n' % len(data))
+                self.wfile.write(data[:len(data) // 2])
+                self.close_connection = True
+
+            def end_headers(self):
+                for name, value in server.headers.get(self.path, {}).items():
+                    self.send_header(name, value)
+                super().end_headers()
 
             def log_message(self, *args):
                 pass

@@ -4,10 +4,19 @@ converted, cached and loaded wherever mmengine loads a checkpoint.
 The sources are random-weight models saved in each published layout: timm's
 TNT and Twins (``model.safetensors`` on the Hugging Face hub, and ``.pth``),
 the official TNT ``.pth.tar`` and an mmseg Twins UperNet. Nothing is
-downloaded from the internet.
+downloaded from the internet. Also here: the hashes the server announces,
+every failure as one :class:`~mmtnt.hub.HubError`, and the cache's checks
+(damaged entries, keys, stale temporary folders, synced writes).
+test_hub_dist.py runs two ranks against one cold cache.
 """
 import argparse
+import ast
+import errno
+import hashlib
 import io
+import json
+import logging
+import os
 import socket
 import subprocess
 import sys
@@ -16,15 +25,15 @@ from pathlib import Path
 import pytest
 import torch
 from equivalence import max_relative_error, official_tnt_layout, randomize_
+from filelock import FileLock
 from mmengine.config import Config
 from mmengine.hub import get_config
 from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import load_checkpoint
+from safetensors import torch as safetensors_torch
 
 from mmtnt import hub
-
-timm = pytest.importorskip('timm')
-safetensors_torch = pytest.importorskip('safetensors.torch')
+from mmtnt.utils import CheckpointFileError
 
 REPO = Path(__file__).resolve().parents[2]
 TNT_CONFIG = REPO / 'tests' / 'data' / 'configs' / 'tnt_tiny_cls.py'
@@ -50,6 +59,7 @@ model = dict(
 
 def timm_tnt():
     """timm's TNT with the sizes of ``tnt_tiny_cls.py``, random weights."""
+    timm = pytest.importorskip('timm')
     model = timm.models.tnt.TNT(
         img_size=32, patch_size=8, embed_dim=32, inner_dim=8, depth=2,
         num_heads_inner=2, num_heads_outer=2, first_stride=2, num_classes=2)
@@ -58,6 +68,7 @@ def timm_tnt():
 
 def timm_svt():
     """timm's Twins-SVT with the sizes of :data:`SVT_ARCH`."""
+    timm = pytest.importorskip('timm')
     model = timm.models.twins.Twins(
         embed_dims=SVT_ARCH['embed_dims'], depths=SVT_ARCH['depths'],
         num_heads=SVT_ARCH['num_heads'], mlp_ratios=SVT_ARCH['mlp_ratios'],
@@ -100,7 +111,42 @@ def entry(name, config, family, url, sha256=None, source='timm'):
 
 
 def cached_files(home):
-    return sorted(p for p in Path(home).rglob('*') if p.is_file())
+    """The files under ``home`` but the entries' locks."""
+    return sorted(p for p in Path(home).rglob('*')
+                  if p.is_file() and p.suffix != '.lock')
+
+
+def serve_like_hugging_face(server, url, data):
+    """Serve ``data`` as Hugging Face serves a large file: the address
+    answers with a redirect to the storage, announcing the file's SHA-256
+    as ``X-Linked-Etag``.
+
+    Returns:
+        str: The SHA-256 of ``data``.
+    """
+    sha256 = server.add(url, data)
+    path = '/' + url.split('://', 1)[1]
+    storage = f'/storage/{sha256}'
+    server.files[storage] = server.files.pop(path)
+    server.redirects[path] = storage
+    server.headers[path] = {'X-Linked-Etag': f'"{sha256}"'}
+    return sha256
+
+
+TNT_URL = 'https://example.org/tnt/model.safetensors'
+
+
+def serve_tnt(server, index):
+    """Serve timm TNT weights at :data:`TNT_URL`, ``tnt-tiny`` in the
+    index.
+
+    Returns:
+        nn.Module: The timm model served.
+    """
+    source = timm_tnt()
+    sha256 = server.add(TNT_URL, safetensors_bytes(source.state_dict()))
+    index['tnt-tiny'] = entry('tnt-tiny', TNT_CONFIG, 'TNT', TNT_URL, sha256)
+    return source
 
 
 @pytest.fixture
@@ -111,30 +157,36 @@ def svt_config(tmp_path):
 
 
 CASES = {
-    # name: (family, make the source, its layout as bytes, file name)
-    'tnt-timm-safetensors': ('TNT', timm_tnt, safetensors_bytes,
+    # name: (family, source name, make the source, its layout as bytes,
+    # file name)
+    'tnt-timm-safetensors': ('TNT', 'timm', timm_tnt, safetensors_bytes,
                              'model.safetensors'),
-    'tnt-timm-pth': ('TNT', timm_tnt, torch_bytes, 'tnt.pth'),
-    'tnt-official-pth-tar': ('TNT', timm_tnt,
+    'tnt-timm-pth': ('TNT', 'timm', timm_tnt, torch_bytes, 'tnt.pth'),
+    # an official release of plain tensors loads like any other file
+    'tnt-official-pth-tar': ('TNT', 'official', timm_tnt,
                              lambda sd: torch_bytes(official_tnt_layout(sd)),
                              'tnt_s_81.5.pth.tar'),
-    'svt-timm-safetensors': ('Twins', timm_svt, safetensors_bytes,
+    'svt-timm-safetensors': ('Twins', 'timm', timm_svt, safetensors_bytes,
                              'model.safetensors'),
-    'svt-timm-pth': ('Twins', timm_svt, torch_bytes, 'svt.pth'),
+    'svt-timm-pth': ('Twins', 'timm', timm_svt, torch_bytes, 'svt.pth'),
 }
 
 
 @pytest.mark.parametrize('case', list(CASES))
 def test_classifier_logits_and_cache(case, weights_server, model_index,
                                      svt_config):
-    """Downloaded, converted and loaded through ``init_cfg``, the weights
-    give the source model's logits; the second load reads the cache."""
-    family, make, layout, file_name = CASES[case]
+    """Downloaded as from Hugging Face (redirect, announced SHA-256),
+    converted and loaded through ``init_cfg``, the weights give the source
+    model's logits; the second load reads the cache, whose record gives
+    the cached file's size and hash."""
+    family, source_name, make, layout, file_name = CASES[case]
     source = make()
     url = f'https://example.org/{case}/{file_name}'
-    sha256 = weights_server.add(url, layout(source.state_dict()))
+    sha256 = serve_like_hugging_face(weights_server, url,
+                                     layout(source.state_dict()))
     config = TNT_CONFIG if family == 'TNT' else svt_config
-    model_index[case] = entry(case, config, family, url, sha256)
+    model_index[case] = entry(case, config, family, url, sha256,
+                              source=source_name)
     size = 32 if family == 'TNT' else 224
     images = torch.randn(2, 3, size, size,
                          generator=torch.Generator().manual_seed(0))
@@ -145,9 +197,18 @@ def test_classifier_logits_and_cache(case, weights_server, model_index,
             model = build(config, init_cfg)
             error = max_relative_error(model(images, mode='tensor'), expected)
             assert error < TOLERANCE, error
-    assert weights_server.requests == {'/' + url.split('://')[1]: 1}
+    assert weights_server.requests == {
+        '/' + url.split('://')[1]: 1,
+        f'/storage/{sha256}': 1
+    }
+    cached = Path(hub.cache_file(*hub.resolve(case)))
+    assert cached.name.startswith(f'{case}@{source_name}-')
     home = Path(hub.cache_dir()).parent
-    assert [p.name for p in cached_files(home)] == [f'{case}@timm.pth']
+    assert cached_files(home) == [cached.with_suffix('.json'), cached]
+    record = json.loads(cached.with_suffix('.json').read_text())
+    assert record['size'] == cached.stat().st_size
+    assert record['sha256'] == hashlib.sha256(cached.read_bytes()).hexdigest()
+    assert record['source_sha256'] == sha256
 
 
 def test_mmseg_upernet_whole(weights_server, model_index):
@@ -187,54 +248,319 @@ def closed_port():
 
 
 FAILURES = {
-    'wrong hash': ('sha256', 'its SHA-256 is'),
-    '404': ('missing', 'answered HTTP 404'),
-    'truncated': ('truncated', 'truncated'),
-    'unreachable host': ('closed', 'Connection refused'),
-    'not a checkpoint': ('garbage', 'could not be read or converted'),
-    'web page': ('drive', 'a web page, not a file'),
-    'pickled arguments': ('pickled', '--allow-pickle'),
+    # failure: (how, words of the message)
+    'wrong hash': ('sha256', ['its SHA-256 is']),
+    'wrong whole hash': ('sha256-whole', ['its SHA-256 is', 'the index']),
+    'changed file, ETag': ('etag', ['the server announced']),
+    'changed file, X-Linked-Etag': ('linked-etag', ['the server announced']),
+    '404': ('missing', ['answered HTTP 404']),
+    'truncated': ('truncated', ['truncated']),
+    'chunked answer cut short': ('cut-chunked', ['truncated']),
+    'unreachable host': ('closed', ['Connection refused']),
+    'not a checkpoint': ('garbage', ['could not be read or converted']),
+    'web page': ('drive', ['a web page, not a file']),
+    'pickled arguments': ('pickled', ['argparse.Namespace', '--allow-pickle']),
 }
+
+
+def serve_failure(how, server, monkeypatch):
+    """Serve TNT weights at an address, as ``how`` says it fails.
+
+    Returns:
+        tuple[str, str]: The address and the SHA-256 for the index.
+    """
+    url = TNT_URL
+    path = '/example.org/tnt/model.safetensors'
+    data = safetensors_bytes(timm_tnt().state_dict())
+    sha256 = server.add(url, data)
+    if how == 'sha256':
+        sha256 = '0' * 8
+    elif how == 'sha256-whole':
+        sha256 = '0' * 64
+    elif how == 'etag':  # the file changed after the hash was announced
+        server.headers[path] = {'ETag': f'"{sha256}"'}
+        server.files[path] = data[:-1] + b' '
+        sha256 = None
+    elif how == 'linked-etag':
+        serve_like_hugging_face(server, url, data)
+        server.files[f'/storage/{sha256}'] = data[:-1] + b' '
+        sha256 = None
+    elif how == 'missing':
+        server.files.clear()
+    elif how == 'truncated':
+        server.truncated.add(path)
+    elif how == 'cut-chunked':  # http.client.IncompleteRead
+        server.cut_chunked.add(path)
+    elif how == 'closed':
+        monkeypatch.setenv('MMTNT_WEIGHTS_MIRROR',
+                           f'http://127.0.0.1:{closed_port()}')
+    elif how == 'garbage':
+        sha256 = server.add(url, b'<html>not weights</html>')
+    elif how == 'drive':
+        url = 'https://drive.google.com/file/d/XYZ/view?usp=sharing'
+    elif how == 'pickled':  # as training scripts save arguments
+        url = 'https://example.org/tnt/tnt_s_81.5.pth.tar'
+        sha256 = server.add(
+            url, torch_bytes(dict(model={}, args=argparse.Namespace())))
+    return url, sha256
+
+
+def assert_one_hub_error(info, url, words):
+    """The error of ``pytest.raises``: a :class:`HubError` without an
+    exception chain, naming the model, ``url`` and ``words``, with the
+    manual steps."""
+    message = str(info.value)
+    print(message)
+    assert info.type is hub.HubError
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__ or info.value.__context__ is None
+    assert 'tnt-tiny' in message and url in message
+    for word in words:
+        assert word in message
+    assert 'tools/model_converters/tnt2mmtnt.py' in message
 
 
 @pytest.mark.parametrize('failure', list(FAILURES))
 def test_failures_give_one_clear_error(failure, weights_server, model_index,
                                        monkeypatch):
     """Each failure: one HubError naming the model, the address, what went
-    wrong and the manual commands, no exception chain, an empty cache."""
-    how, what = FAILURES[failure]
-    url = 'https://example.org/tnt/model.safetensors'
-    data = safetensors_bytes(timm_tnt().state_dict())
-    sha256 = weights_server.add(url, data)
-    if how == 'sha256':
-        sha256 = '0' * 8
-    elif how == 'missing':
-        weights_server.files.clear()
-    elif how == 'truncated':
-        weights_server.truncated.add('/example.org/tnt/model.safetensors')
-    elif how == 'closed':
-        monkeypatch.setenv('MMTNT_WEIGHTS_MIRROR',
-                           f'http://127.0.0.1:{closed_port()}')
-    elif how == 'garbage':
-        sha256 = weights_server.add(url, b'<html>not weights</html>')
-    elif how == 'drive':
-        url = 'https://drive.google.com/file/d/XYZ/view?usp=sharing'
-    elif how == 'pickled':  # as official training scripts save them
-        url = 'https://example.org/tnt/tnt_s_81.5.pth.tar'
-        sha256 = weights_server.add(
-            url, torch_bytes(dict(model={}, args=argparse.Namespace())))
+    wrong and the manual commands (``--allow-pickle`` only for a file that
+    needs it), no exception chain, an empty cache."""
+    how, words = FAILURES[failure]
+    url, sha256 = serve_failure(how, weights_server, monkeypatch)
     model_index['tnt-tiny'] = entry('tnt-tiny', TNT_CONFIG, 'TNT', url,
                                     sha256, source='official')
     model = build(TNT_CONFIG)
     with pytest.raises(hub.HubError) as info:
         load_checkpoint(model, 'mmtnt://tnt-tiny')
-    message = str(info.value)
-    print(message)
-    assert info.value.__cause__ is None
-    assert info.value.__suppress_context__ or info.value.__context__ is None
-    assert 'tnt-tiny' in message and url in message and what in message
-    assert 'tools/model_converters/tnt2mmtnt.py' in message
+    assert_one_hub_error(info, url, words)
+    assert ('--allow-pickle' in str(info.value)) == (how == 'pickled')
     assert cached_files(Path(hub.cache_dir()).parent) == []
+
+
+def disk_fails(how, tmp_path, monkeypatch):
+    """Make the cache unwritable or full as ``how`` says."""
+    if how == 'MMTNT_HOME is a file':
+        home = tmp_path / 'a_file'
+        home.write_text('')
+        monkeypatch.setenv('MMTNT_HOME', str(home))
+    elif how == 'MMTNT_HOME is read-only':
+        if os.geteuid() == 0:
+            pytest.skip('root writes into read-only folders')
+        home = tmp_path / 'read_only'
+        home.mkdir(mode=0o555)
+        monkeypatch.setenv('MMTNT_HOME', str(home))
+    elif how == 'the disk is full':  # at the sync of the converted file
+
+        def full(fd):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(os, 'fsync', full)
+
+
+DISK_FAILURES = {
+    'MMTNT_HOME is a file': 'cannot be written: Not a directory.',
+    'MMTNT_HOME is read-only': 'cannot be written: Permission denied.',
+    'the disk is full': 'failed: No space left on device.',
+}
+
+
+@pytest.mark.parametrize('how', list(DISK_FAILURES))
+def test_cache_folder_failures_give_one_clear_error(how, weights_server,
+                                                    model_index, tmp_path,
+                                                    monkeypatch):
+    """A cache folder that cannot be written, or a full disk: one HubError
+    naming the folder and the system's reason, nothing left behind."""
+    serve_tnt(weights_server, model_index)
+    disk_fails(how, tmp_path, monkeypatch)
+    with pytest.raises(hub.HubError) as info:
+        load_checkpoint(build(TNT_CONFIG), 'mmtnt://tnt-tiny')
+    assert_one_hub_error(info, TNT_URL, [DISK_FAILURES[how], hub.cache_dir()])
+    home = Path(os.environ['MMTNT_HOME'])
+    assert home.is_file() or cached_files(home) == []
+
+
+def test_announced_sha256_forms():
+    """A 64-hex ``X-Linked-Etag`` or ``ETag``, quoted or weak, is a
+    SHA-256; other tags (git's SHA-1, md5, nginx's) are not."""
+    from email.message import Message
+    digest = hashlib.sha256(b'x').hexdigest()
+
+    def answer(**headers):
+        message = Message()
+        for name, value in headers.items():
+            message[name.replace('_', '-')] = value
+        return message
+
+    assert hub.announced_sha256([answer(ETag=f'W/"{digest.upper()}"')
+                                 ]) == digest
+    assert hub.announced_sha256([answer(ETag=digest)]) == digest
+    assert hub.announced_sha256([
+        answer(X_Linked_Etag=f'"{digest}"', ETag='"' + 'a' * 40 + '"'),
+        answer(ETag='"' + 'b' * 64 + '"')
+    ]) == digest
+    for tag in ['"' + 'a' * 40 + '"', '"' + 'a' * 32 + '"', '"5f3a-1a2b"',
+                '"' + 'g' * 64 + '"']:
+        assert hub.announced_sha256([answer(ETag=tag)]) is None
+
+
+@pytest.fixture
+def tnt_served(weights_server, model_index):
+    """TNT weights served and in the index as ``tnt-tiny``.
+
+    Returns:
+        dict: The converted checkpoint's state dict, as first fetched.
+    """
+    serve_tnt(weights_server, model_index)
+    return load_cached('tnt-tiny')
+
+
+def load_cached(name):
+    return torch.load(hub.fetch_checkpoint(name, progress=False),
+                      weights_only=True)['state_dict']
+
+
+def assert_same_state(actual, expected):
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        assert torch.equal(actual[key], value), key
+
+
+def damage(path, how):
+    """Damage a cache entry as a failing disk or an interrupted copy
+    would."""
+    if how == 'a flipped byte':
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xff
+        path.write_bytes(bytes(data))
+    elif how == 'cut short':
+        path.write_bytes(path.read_bytes()[:100])
+    elif how == 'record lost':
+        path.with_suffix('.json').unlink()
+
+
+@pytest.mark.parametrize('how', ['a flipped byte', 'cut short',
+                                 'record lost'])
+def test_damaged_cache_entry_is_fetched_again(how, tnt_served,
+                                              weights_server, caplog):
+    """A cached file whose size or hash is not the recorded one (or has no
+    record) is fetched again, with one warning line saying so."""
+    cached = Path(hub.fetch_checkpoint('tnt-tiny'))
+    damage(cached, how)
+    with caplog.at_level(logging.WARNING, logger='mmtnt.hub'):
+        assert_same_state(load_cached('tnt-tiny'), tnt_served)
+        assert_same_state(load_cached('tnt-tiny'), tnt_served)
+    assert sum(weights_server.requests.values()) == 2
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 1 and '\n' not in lines[0], lines
+    assert f'the cached {cached} is damaged' in lines[0]
+    assert 'fetching it again' in lines[0]
+
+
+def test_damaged_cache_entry_without_server(tnt_served, weights_server):
+    """A damaged entry that cannot be fetched again: one HubError, and
+    the damaged file is gone."""
+    cached = Path(hub.fetch_checkpoint('tnt-tiny'))
+    damage(cached, 'a flipped byte')
+    weights_server.files.clear()
+    with pytest.raises(hub.HubError) as info:
+        load_checkpoint(build(TNT_CONFIG), 'mmtnt://tnt-tiny')
+    assert_one_hub_error(info, TNT_URL, ['answered HTTP 404'])
+    assert cached_files(cached.parent) == []
+
+
+def test_cache_key_follows_address_hash_and_converter(
+        tnt_served, weights_server, model_index, monkeypatch):
+    """The same source reads the cache; a new address, a new hash or a
+    new converter version gives a new file, fetched again."""
+    first = hub.fetch_checkpoint('tnt-tiny')
+    assert sum(weights_server.requests.values()) == 1
+    source = model_index['tnt-tiny']['sources'][0]
+    data = weights_server.files['/example.org/tnt/model.safetensors']
+    source['url'] = 'https://example.org/moved/model.safetensors'
+    source['sha256'] = weights_server.add(source['url'], data)
+    moved = hub.fetch_checkpoint('tnt-tiny')
+    source['sha256'] = source['sha256'][:8]
+    rehashed = hub.fetch_checkpoint('tnt-tiny')
+    monkeypatch.setattr(hub, 'CONVERTER_VERSION', hub.CONVERTER_VERSION + 1)
+    reconverted = hub.fetch_checkpoint('tnt-tiny')
+    names = {Path(p).name for p in (first, moved, rehashed, reconverted)}
+    assert len(names) == 4, names
+    assert all(name.startswith('tnt-tiny@timm-') for name in names)
+    assert sum(weights_server.requests.values()) == 4
+    assert_same_state(load_cached('tnt-tiny'), tnt_served)
+
+
+def test_stale_temporary_folders_are_swept(weights_server, model_index):
+    """A cold fetch removes the ``.download-*`` folders of killed fetches:
+    its own entry's and those whose entry no process holds locked, not
+    one whose entry another fetch holds."""
+    serve_tnt(weights_server, model_index)
+    own = Path(hub.cache_file(*hub.resolve('tnt-tiny')))
+    folder = own.parent
+    folder.mkdir(parents=True)
+    stale = [
+        folder / f'.download-{own.stem}.k1ll3d', folder /
+        '.download-other@timm-00000000.k1ll3d', folder / '.download-abc123'
+    ]
+    busy = folder / '.download-busy@timm-11111111.w0rk1ng'
+    for work in stale + [busy]:
+        work.mkdir()
+        (work / 'model.safetensors').write_bytes(b'partial')
+    with FileLock(folder / 'busy@timm-11111111.lock'):
+        hub.fetch_checkpoint('tnt-tiny', progress=False)
+    assert sorted(folder.glob('.download-*')) == [busy]
+
+
+def test_files_are_synced_before_they_are_renamed(weights_server,
+                                                  model_index, monkeypatch):
+    """The converted file and its record are each synced to disk before
+    either is renamed into place."""
+    serve_tnt(weights_server, model_index)
+    events = []
+    fsync, replace = os.fsync, os.replace
+
+    def spy_fsync(fd):  # the file's name from Linux's /proc
+        name = Path(os.readlink(f'/proc/self/fd/{fd}')).name
+        events.append(('fsync', name))
+        fsync(fd)
+
+    def spy_replace(src, dst):
+        events.append(('replace', Path(src).name))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, 'fsync', spy_fsync)
+    monkeypatch.setattr(os, 'replace', spy_replace)
+    hub.fetch_checkpoint('tnt-tiny', progress=False)
+    assert events == [('fsync', 'converted.pth'), ('fsync', 'record.json'),
+                      ('replace', 'converted.pth'),
+                      ('replace', 'record.json')]
+
+
+def test_prepare_checkpoint_lives_with_the_hub(weights_server, model_index,
+                                               tmp_path):
+    """``prepare_checkpoint`` fetches a name and checks a file; no module of
+    ``mmtnt.utils`` imports the hub."""
+    serve_tnt(weights_server, model_index)
+    hub.prepare_checkpoint(None)
+    hub.prepare_checkpoint('mmtnt://tnt-tiny')
+    assert Path(hub.cache_file(*hub.resolve('tnt-tiny'))).is_file()
+    not_a_checkpoint = tmp_path / 'model.pth'
+    not_a_checkpoint.write_text('not weights')
+    with pytest.raises(CheckpointFileError, match='not a PyTorch checkpoint'):
+        hub.prepare_checkpoint(str(not_a_checkpoint))
+
+    utils = Path(hub.__file__).parent / 'utils'
+    for module in utils.glob('*.py'):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [f'{node.module}.{alias.name}' for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            assert not any('hub' in name.split('.') for name in names), (
+                module, names)
 
 
 def test_names_sources_and_defaults(model_index):
