@@ -1,4 +1,5 @@
 """Helpers for comparing mmtnt models with reference implementations."""
+import pytest
 import torch
 
 
@@ -21,6 +22,16 @@ def max_relative_error(actual, expected):
     """Largest absolute difference over the largest expected magnitude."""
     return ((actual - expected).abs().max() /
             expected.abs().max().clamp_min(1e-12)).item()
+
+
+def timm_tiny_tnt():
+    """timm's TNT with the sizes of ``tests/data/configs/tnt_tiny_cls.py``,
+    random weights (skips the test where timm is missing)."""
+    timm = pytest.importorskip('timm')
+    model = timm.models.tnt.TNT(
+        img_size=32, patch_size=8, embed_dim=32, inner_dim=8, depth=2,
+        num_heads_inner=2, num_heads_outer=2, first_stride=2, num_classes=2)
+    return randomize_(model, seed=0).eval()
 
 
 def official_tnt_layout(timm_state_dict):

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from equivalence import max_relative_error, official_tnt_layout, randomize_
+from equivalence import (max_relative_error, official_tnt_layout, randomize_,
+                         timm_tiny_tnt)
 from filelock import FileLock
 from mmengine.config import Config
 from mmengine.hub import get_config
@@ -55,15 +56,6 @@ model = dict(
     neck=None,
     head=dict(type='LinearClsHead', num_classes=2, in_channels=128))
 """
-
-
-def timm_tnt():
-    """timm's TNT with the sizes of ``tnt_tiny_cls.py``, random weights."""
-    timm = pytest.importorskip('timm')
-    model = timm.models.tnt.TNT(
-        img_size=32, patch_size=8, embed_dim=32, inner_dim=8, depth=2,
-        num_heads_inner=2, num_heads_outer=2, first_stride=2, num_classes=2)
-    return randomize_(model, seed=0).eval()
 
 
 def timm_svt():
@@ -143,7 +135,7 @@ def serve_tnt(server, index):
     Returns:
         nn.Module: The timm model served.
     """
-    source = timm_tnt()
+    source = timm_tiny_tnt()
     sha256 = server.add(TNT_URL, safetensors_bytes(source.state_dict()))
     index['tnt-tiny'] = entry('tnt-tiny', TNT_CONFIG, 'TNT', TNT_URL, sha256)
     return source
@@ -159,11 +151,11 @@ def svt_config(tmp_path):
 CASES = {
     # name: (family, source name, make the source, its layout as bytes,
     # file name)
-    'tnt-timm-safetensors': ('TNT', 'timm', timm_tnt, safetensors_bytes,
+    'tnt-timm-safetensors': ('TNT', 'timm', timm_tiny_tnt, safetensors_bytes,
                              'model.safetensors'),
-    'tnt-timm-pth': ('TNT', 'timm', timm_tnt, torch_bytes, 'tnt.pth'),
+    'tnt-timm-pth': ('TNT', 'timm', timm_tiny_tnt, torch_bytes, 'tnt.pth'),
     # an official release of plain tensors loads like any other file
-    'tnt-official-pth-tar': ('TNT', 'official', timm_tnt,
+    'tnt-official-pth-tar': ('TNT', 'official', timm_tiny_tnt,
                              lambda sd: torch_bytes(official_tnt_layout(sd)),
                              'tnt_s_81.5.pth.tar'),
     'svt-timm-safetensors': ('Twins', 'timm', timm_svt, safetensors_bytes,
@@ -271,7 +263,7 @@ def serve_failure(how, server, monkeypatch):
     """
     url = TNT_URL
     path = '/example.org/tnt/model.safetensors'
-    data = safetensors_bytes(timm_tnt().state_dict())
+    data = safetensors_bytes(timm_tiny_tnt().state_dict())
     sha256 = server.add(url, data)
     if how == 'sha256':
         sha256 = '0' * 8

@@ -10,7 +10,7 @@ import pytest
 import safetensors.torch
 import torch
 import yaml
-from equivalence import max_relative_error, randomize_
+from equivalence import max_relative_error, timm_tiny_tnt
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.model import BaseModel
 from mmengine.registry import DefaultScope
@@ -39,15 +39,6 @@ def tnt_entry(name, sources):
     """A model index entry of ``tnt_tiny_cls.py`` with these sources."""
     return dict(name=name, config=str(TNT_CONFIG), family='TNT',
                 tasks=['Image Classification'], sources=sources)
-
-
-def timm_tnt():
-    """timm's TNT with the sizes of ``tnt_tiny_cls.py``, random weights."""
-    timm = pytest.importorskip('timm')
-    model = timm.models.tnt.TNT(
-        img_size=32, patch_size=8, embed_dim=32, inner_dim=8, depth=2,
-        num_heads_inner=2, num_heads_outer=2, first_stride=2, num_classes=2)
-    return randomize_(model, seed=0).eval()
 
 
 def random_image(size):
@@ -123,7 +114,7 @@ def test_a_model_without_weights_warns(model_index, built_models):
 
 def test_get_model_pretrained_from_a_served_file(weights_server,
                                                  model_index):
-    source = timm_tnt()
+    source = timm_tiny_tnt()
     sha256 = weights_server.add(
         TIMM_URL, safetensors.torch.save(source.state_dict()))
     model_index['tnt-tiny'] = tnt_entry(
