@@ -337,11 +337,19 @@ def disk_fails(how, tmp_path, monkeypatch):
         home.write_text('')
         monkeypatch.setenv('MMTNT_HOME', str(home))
     elif how == 'MMTNT_HOME is read-only':
-        if os.geteuid() == 0:
-            pytest.skip('root writes into read-only folders')
         home = tmp_path / 'read_only'
         home.mkdir(mode=0o555)
         monkeypatch.setenv('MMTNT_HOME', str(home))
+        if os.geteuid() == 0:  # root writes anyway: refuse as for a user
+            make_folder = os.mkdir
+
+            def refuse(path, *args, **kwargs):
+                if str(path).startswith(str(home)):
+                    raise PermissionError(errno.EACCES,
+                                          os.strerror(errno.EACCES), path)
+                return make_folder(path, *args, **kwargs)
+
+            monkeypatch.setattr(os, 'mkdir', refuse)
     elif how == 'the disk is full':  # at the sync of the converted file
 
         def full(fd):
