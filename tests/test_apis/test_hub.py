@@ -27,17 +27,16 @@ import torch
 from equivalence import (max_relative_error, official_tnt_layout, randomize_,
                          timm_tiny_tnt)
 from filelock import FileLock
+from hub_server import TNT_CONFIG, TNT_URL, entry, safetensors_bytes, serve_tnt
 from mmengine.config import Config
 from mmengine.hub import get_config
 from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import load_checkpoint
-from safetensors import torch as safetensors_torch
 
 from mmtnt import hub
 from mmtnt.utils import CheckpointFileError
 
 REPO = Path(__file__).resolve().parents[2]
-TNT_CONFIG = REPO / 'tests' / 'data' / 'configs' / 'tnt_tiny_cls.py'
 TOLERANCE = 1e-5
 # A 4-stage SVT small enough for a quick test; 224x224 so that the 7x7
 # windows tile every stage (timm pads without masking).
@@ -75,12 +74,6 @@ def torch_bytes(obj):
     return buffer.getvalue()
 
 
-def safetensors_bytes(state_dict):
-    return safetensors_torch.save(
-        {k: v.contiguous()
-         for k, v in state_dict.items()})
-
-
 def build(config, init_cfg=None, **options):
     """The model of a config (eval mode), with ``options`` merged into it
     and ``init_cfg`` applied when given."""
@@ -93,13 +86,6 @@ def build(config, init_cfg=None, **options):
     if init_cfg is not None:
         model.init_weights()
     return model.eval()
-
-
-def entry(name, config, family, url, sha256=None, source='timm'):
-    return dict(
-        name=name, config=str(config), family=family,
-        tasks=['Image Classification'],
-        sources=[dict(name=source, url=url, sha256=sha256)])
 
 
 def cached_files(home):
@@ -123,22 +109,6 @@ def serve_like_hugging_face(server, url, data):
     server.redirects[path] = storage
     server.headers[path] = {'X-Linked-Etag': f'"{sha256}"'}
     return sha256
-
-
-TNT_URL = 'https://example.org/tnt/model.safetensors'
-
-
-def serve_tnt(server, index):
-    """Serve timm TNT weights at :data:`TNT_URL`, ``tnt-tiny`` in the
-    index.
-
-    Returns:
-        nn.Module: The timm model served.
-    """
-    source = timm_tiny_tnt()
-    sha256 = server.add(TNT_URL, safetensors_bytes(source.state_dict()))
-    index['tnt-tiny'] = entry('tnt-tiny', TNT_CONFIG, 'TNT', TNT_URL, sha256)
-    return source
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import torch.nn.functional as F
 
 from mmtnt.models.layers import LocallyGroupedAttention
 from mmtnt.models.layers import attention as attention_module
-from mmtnt.models.layers.attention import (MAX_FUSED_BATCH,
-                                           explicit_attention,
+from mmtnt.models.layers.attention import (MAX_FUSED_BATCH, explicit_attention,
                                            scaled_dot_product_attention,
                                            takes_explicit_route)
 

@@ -3,6 +3,8 @@ import pickle
 
 import pytest
 from demo_runs import build_once, session_folder
+# The hub tests' weights server and model index, for exports by name.
+from hub_server import model_index, weights_server  # noqa: F401
 from tool_utils import NUM_TRAIN, NUM_VAL, run_tool, write_config, write_images
 
 

@@ -15,12 +15,23 @@
   more sizes in-process.
 * Clear errors: unsupported detectors, a missing checkpoint, an input too
   small.
+* Export by name: ``mmtnt://NAME`` fetched from the hub tests' local
+  weights server (tests/hub_server.py) and exported with
+  ``--verify``; its graph gives the served timm model's logits. A hub
+  failure ends in one message, without a traceback.
+* A classifier's ``--verify`` fails a graph whose logit of one unlikely
+  class is off by 2, which the difference relative to the largest score
+  hides.
 * The graph-friendly adaptive pooling against PyTorch's.
 """
+import copy
+
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 from demo_runs import describe, load_tool_module, run_tool
+from hub_server import TNT_CONFIG, TNT_URL, entry, serve_tnt
 from mmengine.config import Config
 from tiny_backbones import TNT_TINY, TWINS_TINY
 
@@ -71,6 +82,8 @@ def assert_checks_pass(results, checks):
     for result in results:
         assert result['error'] is None, result
         assert result['relative'] <= TOLERANCE, result
+        if 'worst' in result:  # classifiers: each output
+            assert result['worst']['ratio'] <= 1, result
 
 
 @pytest.mark.parametrize('family', list(TINY_CLASSIFIERS))
@@ -162,7 +175,8 @@ def test_clear_errors(tool, tmp_path):
         str(tmp_path / 'missing.pth'), '--output-file', onnx_file, '--shape',
         '128', '128'
     ])
-    assert 'missing.pth not found' in message
+    assert 'cannot read checkpoint' in message
+    assert 'missing.pth: no such file' in message
 
     config = tmp_path / 'pcpvt_tiny.py'
     config.write_text(classifier_config('PCPVT').pretty_text)
@@ -170,6 +184,88 @@ def test_clear_errors(tool, tmp_path):
         tool, [str(config), '--output-file', onnx_file, '--shape', '8', '64'])
     assert 'cannot take a 8x64 input' in message
     assert 'too small' in message
+
+
+def test_export_by_name(tool, tmp_path, capsys, weights_server,
+                        model_index):
+    """``mmtnt://tnt-tiny``: one download, a verified export, and the
+    graph's logits are those of the served timm model."""
+    source = serve_tnt(weights_server, model_index)
+    onnx_file = str(tmp_path / 'tnt.onnx')
+    tool.main([
+        str(TNT_CONFIG), 'mmtnt://tnt-tiny', '--output-file', onnx_file,
+        '--shape', '32', '32', '--batch-size', '2', '--logits', '--verify'
+    ])
+    out = capsys.readouterr().out
+    assert "output 'logits'" in out
+    assert out.count(': OK') == 1 and 'FAILED' not in out
+    assert sum(weights_server.requests.values()) == 1
+
+    images = torch.randn(2, 3, 32, 32,
+                         generator=torch.Generator().manual_seed(1))
+    session = tool.cpu_session(onnx_file)
+    logits = session.run(None, {tool.INPUT_NAME: images.numpy()})[0]
+    with torch.no_grad():
+        expected = source(images).numpy()
+    assert expected.std() > 1e-3
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_export_by_name_says_what_failed(tool, tmp_path, weights_server,
+                                         model_index):
+    """Nothing served, or an unknown name: the hub's message, no
+    traceback, no graph."""
+    model_index['tnt-tiny'] = entry('tnt-tiny', TNT_CONFIG, 'TNT', TNT_URL)
+    onnx_file = tmp_path / 'tnt.onnx'
+    for name, words in [('tnt-tiny', 'HTTP 404'),
+                        ('no-such-model', 'no model')]:
+        message = run_main(tool, [
+            str(TNT_CONFIG), f'mmtnt://{name}', '--output-file',
+            str(onnx_file), '--shape', '32', '32'
+        ])
+        assert message.startswith('Error: ') and name in message
+        assert words in message and 'Traceback' not in message
+    assert not onnx_file.exists()
+
+
+UNLIKELY_CLASS = 3
+
+
+def test_verify_sees_one_unlikely_logit_off(tool, tmp_path, capsys):
+    """A graph whose logit of one class of score ~1e-6 is 2 too high:
+    within the old relative tolerance, outside the new elementwise one,
+    which the intact graph meets."""
+    torch.manual_seed(0)
+    model = tool.build_model(classifier_config('TNT'))
+    with torch.no_grad():
+        model.head.fc.bias[UNLIKELY_CLASS] -= 12
+    graph = tool.export_graph(model)
+    broken = copy.deepcopy(graph)
+    with torch.no_grad():
+        broken.classifier.head.fc.bias[UNLIKELY_CLASS] += 2
+    shape = EXPORT_SIZES['TNT']
+    checks = [(2, *shape)]
+    files = dict(intact=tmp_path / 'intact.onnx', broken=tmp_path / 'b.onnx')
+    passed = {}
+    for name, module in [('intact', graph), ('broken', broken)]:
+        tool.export_onnx(module, str(files[name]), shape, batch_size=2)
+        args = tool.parse_args(['tnt.py', '--output-file', str(files[name]),
+                                '--shape', *map(str, shape)])
+        passed[name] = tool.verify_dense(args, graph, checks, 3)
+    assert passed == dict(intact=True, broken=False)
+    intact_line, broken_line = capsys.readouterr().out.splitlines()
+    assert intact_line.endswith(': OK')
+    assert broken_line.endswith(': FAILED')
+    assert f'class {UNLIKELY_CLASS} of image' in broken_line
+
+    # The score, and what max|onnx - torch| / max|torch| made of it.
+    result, = tool.verify_onnx(str(files['broken']), graph, checks)
+    worst = result['worst']
+    assert worst['index'][1] == UNLIKELY_CLASS and worst['ratio'] > 100
+    assert worst['expected'] < 1e-5
+    assert worst['actual'] / worst['expected'] == pytest.approx(
+        np.exp(2), rel=1e-3)
+    assert result['relative'] <= tool.DEFAULT_TOLERANCE
 
 
 def test_adaptive_pooling_matches_pytorch(tool):
@@ -189,7 +285,6 @@ def test_adaptive_pooling_matches_pytorch(tool):
 
 
 def test_relative_difference(tool):
-    import numpy as np
     assert tool.relative_difference(np.ones(3), np.ones(3)) == 0
     assert tool.relative_difference(np.array([1., 3.]),
                                     np.array([1., 4.])) == 0.25

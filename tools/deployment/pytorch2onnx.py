@@ -42,7 +42,11 @@ in UPerHead and PSPHead) runs as :class:`AdaptiveAvgPool2dGraph`, whose
 windows follow the input size; the stock decomposition keeps the example's.
 ``--verify`` runs the graph with ONNX Runtime (CPU) on random input
 at the export size and, with ``--dynamic-export``, at a second size and
-batch, and compares with PyTorch: the relative difference
+batch, and compares with PyTorch. A classifier's scores (or logits) are
+compared one by one: each within ``atol + rtol * |torch|`` of PyTorch's
+(:data:`CLS_TOLERANCES`), so that a logit off by 2 fails even on a class
+of score 1e-6, which a difference relative to the largest score would
+hide. A segmentor's logits: the relative difference
 ``max|onnx - torch| / max|torch|`` must not exceed ``--tolerance``.
 
 For detectors the graph holds the box decoding, NMS (ONNX
@@ -70,6 +74,10 @@ Examples::
     python tools/deployment/pytorch2onnx.py \\
         configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
         --output-file svt-s.onnx --shape 224 224 --dynamic-export --verify
+    python tools/deployment/pytorch2onnx.py \\
+        configs/twins/twins-svt-small_8xb128_in1k.py \\
+        mmtnt://twins-svt-small_8xb128_in1k --output-file svt-s.onnx \\
+        --shape 224 224 --verify
     python tools/deployment/pytorch2onnx.py \\
         configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py \\
         --output-file upernet.onnx --shape 128 128 --dynamic-export \\
@@ -100,11 +108,19 @@ from mmengine.registry import MODELS, init_default_scope
 from mmengine.runner import load_checkpoint
 
 from mmtnt.deploy import DetectorGraph
+from mmtnt.hub import HubError, prepare_checkpoint
 from mmtnt.utils import register_checkpoint_safe_globals
 
 #: Relative difference (``max|onnx - torch| / max|torch|``) accepted by
-#: ``--verify``.
+#: a segmentor's ``--verify``.
 DEFAULT_TOLERANCE = 1e-4
+#: Classifiers' ``--verify``: ``(rtol, atol)`` of each output, which must
+#: be within ``atol + rtol * |torch|`` of PyTorch's. A logit off by 2
+#: changes its class's score by a factor of about e**2 (or e**-2),
+#: however small the score: the scores' atol, float32's smallest normal
+#: number, only absorbs scores that underflow.
+CLS_TOLERANCES = dict(
+    scores=(1e-3, float(np.finfo(np.float32).tiny)), logits=(1e-3, 1e-3))
 #: Detectors' ``--verify``: the largest box coordinate difference, as a
 #: fraction of the input's longer side; the largest score difference
 #: (scores this close may also swap places); the smallest mask IoU.
@@ -135,8 +151,10 @@ def parse_args(argv=None):
     parser.add_argument(
         'checkpoint',
         nargs='?',
-        help='the checkpoint; without it the weights are randomly '
-        'initialised (for trying the export)')
+        help='the checkpoint: a file, or mmtnt://NAME[@SOURCE] for '
+        'published weights (fetched into the cache, see mmtnt.hub); '
+        'without it the weights are randomly initialised (for trying the '
+        'export)')
     parser.add_argument(
         '--output-file', required=True, help='the ONNX file to write')
     parser.add_argument(
@@ -174,7 +192,8 @@ def parse_args(argv=None):
         action='store_true',
         help='compare ONNX Runtime with PyTorch on random input (detectors: '
         'with mmdet\'s predict, see the module docstring); exit with '
-        'status 1 when they differ by more than --tolerance')
+        'status 1 when they differ by more than allowed (classifiers: '
+        'CLS_TOLERANCES, segmentors: --tolerance)')
     parser.add_argument(
         '--verify-shape',
         type=int,
@@ -191,8 +210,8 @@ def parse_args(argv=None):
         '--tolerance',
         type=float,
         default=DEFAULT_TOLERANCE,
-        help='largest relative difference max|onnx - torch| / max|torch| '
-        f'accepted by --verify (default {DEFAULT_TOLERANCE})')
+        help='segmentors: largest relative difference max|onnx - torch| / '
+        f'max|torch| accepted by --verify (default {DEFAULT_TOLERANCE})')
     parser.add_argument(
         '--int8',
         choices=['dynamic', 'static'],
@@ -292,8 +311,10 @@ def build_model(cfg, checkpoint=None):
 
     Args:
         cfg (Config): An mmtnt (or mmpretrain / mmseg / mmdet) config.
-        checkpoint (str, optional): The weights; None initialises them at
-            random (a warning is logged).
+        checkpoint (str, optional): The weights: a file, or
+            ``mmtnt://NAME[@SOURCE]`` (fetched into the cache by
+            :func:`mmtnt.hub.prepare_checkpoint`); None initialises them
+            at random (a warning is logged).
 
     Returns:
         nn.Module: The model in eval mode, on the CPU, SyncBN layers
@@ -303,15 +324,16 @@ def build_model(cfg, checkpoint=None):
         ValueError: For models other than an image classifier with a head,
             an ``EncoderDecoder`` and the detectors of
             :func:`mmtnt.deploy.detection.check_detector`.
-        FileNotFoundError: If ``checkpoint`` is not a file.
+        CheckpointFileError: If ``checkpoint`` is a file that is missing
+            or no checkpoint (a ValueError).
+        HubError: If published weights cannot be fetched.
     """
     scope = cfg.get('default_scope')
     if scope not in ('mmpretrain', 'mmseg', 'mmdet'):
         raise ValueError(
             f"The config's default_scope must be 'mmpretrain' (classifiers), "
             f"'mmseg' (segmentors) or 'mmdet' (detectors), got {scope!r}.")
-    if checkpoint is not None and not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'Checkpoint file {checkpoint} not found.')
+    prepare_checkpoint(checkpoint)
     init_default_scope(scope)
     model_cfg = cfg.model.copy()
     # As mmengine's Runner: a top-level data_preprocessor is the model's.
@@ -647,6 +669,40 @@ def relative_difference(actual, expected):
     return float(error / scale) if scale > 0 else float(error)
 
 
+def worst_element(actual, expected, rtol, atol):
+    """The element of ``actual`` farthest outside ``atol + rtol *
+    |expected|`` of ``expected`` (a NaN is the farthest).
+
+    Args:
+        actual (np.ndarray): ONNX Runtime's output.
+        expected (np.ndarray): PyTorch's, of the same shape.
+        rtol (float): Allowed difference, relative to ``|expected|``.
+        atol (float): Allowed absolute difference.
+
+    Returns:
+        dict: ``index`` (a tuple), ``actual`` and ``expected`` (the values
+        there), ``ratio`` (their difference over what is allowed there:
+        above 1, or NaN, it is outside), ``rtol`` and ``atol``.
+
+    Examples:
+        >>> worst = worst_element(np.array([.5, 4e-5]),
+        ...                       np.array([.5, 5e-6]), 1e-3, 1e-12)
+        >>> worst['index'], worst['ratio'] > 1
+        ((1,), True)
+    """
+    actual = np.asarray(actual, np.float64)
+    expected = np.asarray(expected, np.float64)
+    ratio = np.abs(actual - expected) / (atol + rtol * np.abs(expected))
+    index = np.unravel_index(np.argmax(ratio), ratio.shape)
+    return dict(
+        index=tuple(int(i) for i in index),
+        actual=float(actual[index]),
+        expected=float(expected[index]),
+        ratio=float(ratio[index]),
+        rtol=rtol,
+        atol=atol)
+
+
 def cpu_session(onnx_file, num_threads=None):
     """An ONNX Runtime session on the CPU, with ``num_threads`` intra-op
     threads (ONNX Runtime's default when None)."""
@@ -676,10 +732,15 @@ def verify_onnx(output_file, graph, checks, channels=3, seed=0,
         list[dict]: Per check: ``shape`` (the input's), ``max_abs``
         (``max|onnx - torch|``), ``relative`` (that over ``max|torch|``),
         both infinite when ONNX Runtime failed or returned another shape,
-        and ``error`` (that exception, else None).
+        ``error`` (that exception, else None) and, for a
+        :class:`ClassifierGraph`, ``worst``: its element farthest from
+        PyTorch's, by :data:`CLS_TOLERANCES` (:func:`worst_element`; None
+        after an error).
     """
     session = cpu_session(output_file, num_threads)
     generator = torch.Generator().manual_seed(seed)
+    tolerances = (CLS_TOLERANCES[graph.output_name] if isinstance(
+        graph, ClassifierGraph) else None)
     results = []
     for batch, height, width in checks:
         inputs = torch.randn(
@@ -687,12 +748,17 @@ def verify_onnx(output_file, graph, checks, channels=3, seed=0,
         with torch.no_grad():
             expected = graph(inputs).numpy()
         result = dict(shape=tuple(inputs.shape), error=None)
+        if tolerances is not None:
+            result['worst'] = None
         try:
             actual = session.run(None, {INPUT_NAME: inputs.numpy()})[0]
             result.update(
                 max_abs=float(
                     np.abs(actual.astype(np.float64) - expected).max()),
                 relative=relative_difference(actual, expected))
+            if tolerances is not None:
+                result['worst'] = worst_element(actual, expected,
+                                                *tolerances)
         except Exception as error:  # ONNX Runtime's or a shape mismatch
             result.update(
                 max_abs=float('inf'), relative=float('inf'), error=error)
@@ -1006,7 +1072,7 @@ def load_model(args):
     cfg = load_config(args)
     try:
         model = build_model(cfg, args.checkpoint)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, HubError) as error:
         raise SystemExit(f'Error: {error}')
     if is_detector(model) and args.batch_size != 1:
         raise SystemExit('Error: detectors are exported for one image: '
@@ -1050,21 +1116,54 @@ def report_export(args, model, graph, channels, ranges):
           'by the tracer).')
 
 
+def describe_classifier_check(result, output_name):
+    """One line on a classifier's check of :func:`verify_onnx`, and
+    whether it passed.
+
+    Args:
+        result (dict): One check, with ``worst``.
+        output_name (str): ``'scores'`` or ``'logits'``.
+
+    Returns:
+        tuple[str, bool]: The line and whether every output was within
+        its tolerance.
+    """
+    worst = result['worst']
+    ok = worst['ratio'] <= 1
+    image, label = worst['index']
+    line = (f'Verify {result["shape"]}: max abs diff '
+            f'{result["max_abs"]:.3g}; {output_name} elementwise, |onnx - '
+            f'torch| <= {worst["atol"]:.3g} + {worst["rtol"]:g} x |torch|: '
+            f'the farthest, class {label} of image {image} (onnx '
+            f'{worst["actual"]:.6g}, torch {worst["expected"]:.6g}), is at '
+            f'{worst["ratio"]:.3g}x the allowed difference')
+    return line + (': OK' if ok else ': FAILED'), ok
+
+
+def describe_segmentor_check(result, tolerance):
+    """One line on a segmentor's check of :func:`verify_onnx`, and
+    whether its relative difference is within ``tolerance``."""
+    ok = result['relative'] <= tolerance
+    return (f'Verify {result["shape"]}: max abs diff '
+            f'{result["max_abs"]:.3g}, relative diff '
+            f'{result["relative"]:.3g} (max|onnx - torch| / max|torch|, '
+            f'tolerance {tolerance:g}): {"OK" if ok else "FAILED"}'), ok
+
+
 def verify_dense(args, graph, checks, channels):
-    """``--verify`` of a classifier or segmentor: print each check;
-    whether all passed."""
+    """``--verify`` of a classifier (:data:`CLS_TOLERANCES`) or a
+    segmentor (``--tolerance``): print each check; whether all passed."""
     passed = True
     for result in verify_onnx(args.output_file, graph, checks, channels):
-        ok = result['relative'] <= args.tolerance
-        passed &= ok
         if result['error'] is not None:
-            print(f'Verify {result["shape"]}: FAILED, {result["error"]}')
-            continue
-        print(f'Verify {result["shape"]}: max abs diff '
-              f'{result["max_abs"]:.3g}, relative diff '
-              f'{result["relative"]:.3g} (max|onnx - torch| / max|torch|, '
-              f'tolerance {args.tolerance:g}): '
-              f'{"OK" if ok else "FAILED"}')
+            line = f'Verify {result["shape"]}: FAILED, {result["error"]}'
+            ok = False
+        elif isinstance(graph, ClassifierGraph):
+            line, ok = describe_classifier_check(result, graph.output_name)
+        else:
+            line, ok = describe_segmentor_check(result, args.tolerance)
+        passed &= ok
+        print(line)
     return passed
 
 
