@@ -2,10 +2,12 @@
 
 :class:`DetectorGraph` runs a detector on one preprocessed image and
 returns what mmdet's ``predict(inputs, data_samples, rescale=False)``
-returns for it (``img_shape`` the input size, ``scale_factor`` 1): boxes,
-scores, labels and, for Mask R-CNN, masks. The dense heads' post-processing
-is written here with ops that ``torch.export`` traces at symbolic input
-sizes and that the ONNX exporter translates to standard operators:
+returns for it (``scale_factor`` 1): boxes, scores, labels and, for Mask
+R-CNN, masks. ``img_shape`` is the input size, or the size of the image
+within a padded input when it is given as a second input. The dense
+heads' post-processing is written here with ops that ``torch.export``
+traces at symbolic input sizes and that the ONNX exporter translates to
+standard operators:
 ``torchvision.ops.nms`` becomes ``NonMaxSuppression``; the anchors are
 computed from the feature-map sizes inside the graph.
 """
@@ -22,6 +24,9 @@ BOX_CODER = 'DeltaXYWHBBoxCoder'
 #: The widest width/height ratio change of a decoded box: the default of
 #: ``DeltaXYWHBBoxCoder.decode``, which mmdet's heads keep.
 WH_RATIO_CLIP = 16 / 1000
+#: The exported graph's ``img_shape`` when it is not fed: larger than any
+#: input, so that :class:`DetectorGraph` takes the input's size.
+UNPADDED = (2**62, 2**62)
 
 
 def level_scores(head, cls_score):
@@ -83,7 +88,8 @@ def decode_boxes(coder, priors, deltas, img_shape):
         coder (DeltaXYWHBBoxCoder): The head's box coder.
         priors (Tensor): (N, 4) xyxy.
         deltas (Tensor): (N, 4).
-        img_shape (tuple): Height and width (ints or symbolic sizes).
+        img_shape (tuple | Tensor): Height and width: ints, symbolic
+            sizes or an int tensor (2, ).
 
     Returns:
         Tensor: (N, 4) xyxy.
@@ -105,12 +111,25 @@ def decode_boxes(coder, priors, deltas, img_shape):
     boxes = torch.cat([centers - sizes * 0.5, centers + sizes * 0.5], dim=-1)
     if not coder.clip_border:
         return boxes
-    height, width = img_shape
-    limits = torch.stack([
-        torch.full((), width), torch.full((), height),
-        torch.full((), width), torch.full((), height)
-    ]).to(boxes.dtype)
+    limits = size_tensor(img_shape).flip(0).repeat(2).to(boxes)
     return torch.minimum(boxes.clamp(min=0), limits)
+
+
+def size_tensor(img_shape):
+    """``img_shape`` (H, W) as an int64 tensor (2, ).
+
+    Args:
+        img_shape (tuple | Tensor): Ints, symbolic sizes (which
+            ``torch.full`` keeps symbolic under ``torch.export``) or
+            already a tensor, returned as it is.
+
+    Examples:
+        >>> size_tensor((96, 128)).tolist()
+        [96, 128]
+    """
+    if isinstance(img_shape, torch.Tensor):
+        return img_shape
+    return torch.stack([torch.full((), size) for size in img_shape])
 
 
 def nms_by_group(boxes, scores, groups, nms_cfg):
@@ -193,7 +212,8 @@ def dense_head_detections(head, cls_scores, bbox_preds, img_shape, cfg=None):
         cls_scores (list[Tensor]): Its class logits per level,
             (1, A * C, H, W).
         bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
-        img_shape (tuple): Height and width of the input.
+        img_shape (tuple | Tensor): Height and width of the image, which
+            the boxes are clipped to (see :func:`decode_boxes`).
         cfg (dict, optional): The test config. Defaults to the head's.
 
     Returns:
@@ -226,7 +246,8 @@ def rpn_proposals(head, cls_scores, bbox_preds, img_shape, cfg):
         cls_scores (list[Tensor]): Its objectness logits per level,
             (1, A, H, W).
         bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
-        img_shape (tuple): Height and width of the input.
+        img_shape (tuple | Tensor): Height and width of the image, which
+            the boxes are clipped to (see :func:`decode_boxes`).
         cfg (dict): The RPN's test config (``test_cfg.rpn``).
 
     Returns:
@@ -246,6 +267,15 @@ class DetectorGraph(nn.Module):
     """What is exported of an mmdet detector: one preprocessed image ->
     its detections.
 
+    The image may be padded, as mmdet's ``DetDataPreprocessor`` pads it
+    (bottom and right, to ``pad_size_divisor``). Its size before padding,
+    mmdet's ``img_shape``, is then the optional second input: boxes are
+    clipped to it and masks are (K, h, w) of it, as mmdet's ``predict``
+    gives them. Without it ``img_shape`` is the input's size. A given
+    ``img_shape`` is capped at the input's size: the exported graph's
+    default (:data:`UNPADDED`) thus stands for the input's size, and any
+    size no smaller than the input's gives the one-input results.
+
     Args:
         detector (nn.Module): An mmdet ``RetinaNet`` (a single-stage
             detector with a RetinaHead) or ``MaskRCNN`` (RPNHead and
@@ -259,6 +289,9 @@ class DetectorGraph(nn.Module):
         ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py')
         >>> graph = DetectorGraph(MODELS.build(cfg.model).eval())
         >>> boxes, scores, labels = graph(torch.rand(1, 3, 96, 128))
+        >>> # a 90x100 image padded to 96x128: boxes within 90x100
+        >>> boxes, scores, labels = graph(torch.rand(1, 3, 96, 128),
+        ...                               torch.tensor([90, 100]))
         >>> boxes.shape[1], scores.dtype, labels.dtype
         (4, torch.float32, torch.int64)
     """
@@ -272,8 +305,23 @@ class DetectorGraph(nn.Module):
         if self.two_stage and detector.roi_head.with_mask:
             self.output_names += ('masks', )
 
-    def forward(self, inputs):
-        img_shape = inputs.shape[2:]
+    def forward(self, inputs, img_shape=None):
+        """Detections of ``inputs`` (1, C, H, W).
+
+        Args:
+            inputs (Tensor): The preprocessed, maybe padded, image.
+            img_shape (Tensor, optional): (2, ) int64, height and width of
+                the image before padding. Defaults to (H, W).
+
+        Returns:
+            tuple[Tensor]: :attr:`output_names`: boxes (K, 4), scores
+            (K, ), labels (K, ) and, for Mask R-CNN, masks (K, h, w).
+        """
+        pad_shape = inputs.shape[2:]
+        if img_shape is not None:
+            img_shape = torch.minimum(img_shape, size_tensor(pad_shape))
+        else:
+            img_shape, pad_shape = pad_shape, None
         feats = self.detector.extract_feat(inputs)
         if not self.two_stage:
             head = self.detector.bbox_head
@@ -283,7 +331,7 @@ class DetectorGraph(nn.Module):
         proposals, _ = rpn_proposals(rpn_head, *rpn_head(feats), img_shape,
                                      rpn_head.test_cfg)
         results = roi_head_predictions(self.detector.roi_head, feats,
-                                       proposals, img_shape)
+                                       proposals, img_shape, pad_shape)
         return tuple(results[name] for name in self.output_names)
 
 

@@ -16,7 +16,9 @@ What differs from mmdet's code is only how it is computed:
   its ``split_thr`` (:func:`~mmtnt.deploy.detection.nms_by_group`).
 - Masks: each mask is pasted over the whole image with ``grid_sample``,
   then cut to the region that mmdet's CPU paste (``skip_empty``) covers,
-  so that the binary masks are the same.
+  so that the binary masks are the same. In a padded input the masks are
+  pasted over the input and cut to the image before padding: the boxes
+  lie within it, so what is pasted there is what mmdet pastes.
 """
 import torch
 import torch.nn.functional as F
@@ -32,7 +34,8 @@ BBOX_HEADS = ('BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead',
 MASK_HEADS = ('FCNMaskHead', )
 
 
-def roi_head_predictions(roi_head, feats, proposals, img_shape):
+def roi_head_predictions(roi_head, feats, proposals, img_shape,
+                         pad_shape=None):
     """Detections of a ``StandardRoIHead`` (Mask or Faster R-CNN) for one
     image.
 
@@ -44,13 +47,18 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape):
         roi_head (StandardRoIHead): The head (see :func:`check_roi_head`).
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
         proposals (Tensor): RPN boxes (P, 4), x1 y1 x2 y2 in pixels.
-        img_shape (tuple[int]): The input's (H, W); sizes of a tensor
-            (``torch.SymInt``) under ``torch.export``.
+        img_shape (tuple[int] | Tensor): The image's (H, W), mmdet's
+            ``img_shape``: the input's (sizes of a tensor,
+            ``torch.SymInt``, under ``torch.export``) or, with
+            ``pad_shape``, an int64 tensor (2, ) no larger than it.
+        pad_shape (tuple[int], optional): The (padded) input's (H, W),
+            when ``img_shape`` is a tensor.
 
     Returns:
         dict[str, Tensor]: ``boxes`` (K, 4), ``scores`` (K,), ``labels``
         (K,) int64, by descending score, and, with a mask head, ``masks``
-        (K, H, W) bool (probability >= ``mask_thr_binary``). K may be 0.
+        (K, H, W) bool (probability >= ``mask_thr_binary``) of
+        ``img_shape``. K may be 0.
 
     Examples:
         >>> # model: a Mask R-CNN built from a config, in eval mode
@@ -76,7 +84,7 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape):
         labels=keep % scores.size(1))
     if roi_head.with_mask:
         dets['masks'] = predict_masks(roi_head, feats, dets['boxes'],
-                                      dets['labels'], img_shape)
+                                      dets['labels'], img_shape, pad_shape)
     return dets
 
 
@@ -198,7 +206,8 @@ def multiclass_nms(boxes, scores, score_thr, nms_cfg, max_per_img):
     return candidates[keep]
 
 
-def predict_masks(roi_head, feats, boxes, labels, img_shape):
+def predict_masks(roi_head, feats, boxes, labels, img_shape,
+                  pad_shape=None):
     """Binary masks of the detections, pasted into the image.
 
     Args:
@@ -207,10 +216,13 @@ def predict_masks(roi_head, feats, boxes, labels, img_shape):
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
         boxes (Tensor): (K, 4) detected boxes.
         labels (Tensor): (K,) their classes.
-        img_shape (tuple[int]): (H, W) of the image.
+        img_shape (tuple[int] | Tensor): (H, W) of the image: ints or,
+            with ``pad_shape``, an int64 tensor (2, ).
+        pad_shape (tuple[int], optional): (H, W) of the padded input the
+            masks are pasted over before they are cut to ``img_shape``.
 
     Returns:
-        Tensor: (K, H, W) bool.
+        Tensor: (K, H, W) bool, of ``img_shape``.
 
     Examples:
         >>> masks = predict_masks(roi_head, feats, boxes, labels, (H, W))
@@ -220,8 +232,30 @@ def predict_masks(roi_head, feats, boxes, labels, img_shape):
     mask_preds = roi_head.mask_head(mask_feats)
     index = labels[:, None, None, None].expand(-1, 1, *mask_preds.shape[2:])
     probs = torch.gather(mask_preds, 1, index).sigmoid()
-    masks = paste_masks(probs, boxes, img_shape)
+    if pad_shape is None:
+        masks = paste_masks(probs, boxes, img_shape)
+    else:
+        masks = crop_masks(paste_masks(probs, boxes, pad_shape), img_shape)
     return masks >= roi_head.test_cfg.mask_thr_binary
+
+
+def crop_masks(masks, img_shape):
+    """The top left ``img_shape`` of masks (K, H, W).
+
+    Args:
+        masks (Tensor): (K, H, W).
+        img_shape (Tensor): (2, ) int64, at most (H, W). Under
+            ``torch.export`` its values become unbacked sizes, and the
+            cut a ``Slice`` with ends computed in the ONNX graph.
+
+    Examples:
+        >>> crop_masks(torch.ones(2, 8, 8), torch.tensor([5, 7])).shape
+        torch.Size([2, 5, 7])
+    """
+    height, width = img_shape.tolist()
+    torch._check(height <= masks.size(1))
+    torch._check(width <= masks.size(2))
+    return masks[:, :height, :width]
 
 
 def paste_masks(masks, boxes, img_shape):

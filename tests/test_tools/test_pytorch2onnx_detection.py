@@ -4,7 +4,8 @@
   ``short_runs``, shared with ``test_dense_demo.py``), exported through the
   tool with ``--dynamic-export --verify`` as a user does: ONNX Runtime
   finds what mmdet's own ``predict`` finds in a demo scene, at the export
-  size and at two sizes the export did not see.
+  size and at two sizes the export did not see, and in the smaller of
+  those padded to a multiple of 32 with its ``img_shape`` fed.
 * One full-width config per family (the published RetinaNet, fewer blocks)
   with random weights, exported and verified in-process the same way.
   Their final classification layers are rescaled first
@@ -15,6 +16,8 @@
 * That verify fails where it should: a graph without NMS, and detections
   that are perturbed, missing or relabelled; near-equal scores in another
   order are matched and counted.
+* That the graph clips boxes to, and sizes masks as, the unpadded image of
+  a padded input, as mmdet does.
 """
 import re
 
@@ -63,6 +66,9 @@ DEMO_SIZE = (128, 128)
 FULL_SIZE_SHAPE = (160, 160)
 # Logit spread of the rescaled classification layers of random detectors.
 LOGIT_STD = 1.5
+# An image of the third verified size of DEMO_SIZE, and the input it is
+# padded to at the configs' pad_size_divisor=32.
+PADDED = ((97, 165), (128, 192))
 
 
 @pytest.fixture(scope='module')
@@ -97,9 +103,10 @@ def check_verified(out, outputs):
     assert 'Dynamic axes: height and width' in out
     lines = [line for line in out.splitlines() if line.startswith('Verify')]
     print('\n'.join(lines))
-    assert len(lines) == 3 and all(line.endswith(': OK') for line in lines)
+    assert len(lines) == 4 and all(line.endswith(': OK') for line in lines)
     for size in ('128, 128', '167, 195', '97, 165'):
         assert any(f'(1, 3, {size})' in line for line in lines), size
+    assert 'Verify (1, 3, 128, 192), image (97, 165) padded: ' in lines[3]
     counts = [int(re.search(r'(\d+) detections \(mmdet', line).group(1))
               for line in lines]
     assert min(counts) > 0, lines
@@ -161,10 +168,12 @@ def test_full_size_export(tool, tmp_path, family):
     assert ranges['height'][1] is None and ranges['width'][1] is None
 
     shapes = tool.detector_shapes(FULL_SIZE_SHAPE)
-    results = tool.verify_detector_onnx(onnx_file, graph, shapes)
+    padded = tool.padded_check(model, shapes[-1], True)
+    results = tool.verify_detector_onnx(onnx_file, graph, shapes,
+                                        padded=padded)
     for result in results:
         print(tool.describe_detector_check(result))
-    for shape, result in zip(shapes, results):
+    for shape, result in zip([*shapes, padded[1]], results):
         assert result['shape'] == (1, 3, *shape)
         assert result['error'] is None, result
         assert result['count'] > 0
@@ -195,6 +204,45 @@ def test_verify_fails_without_nms(tool, monkeypatch):
     result = match()
     assert result['error'] is not None
     assert result['count'] == result['expected_count'] == 50
+
+
+def test_padded_check(tool):
+    model = tool.build_model(Config.fromfile(RETINANET))
+    assert model.data_preprocessor.pad_size_divisor == 32
+    assert tool.padded_check(model, PADDED[0], True) == PADDED
+    assert tool.padded_check(model, (128, 128), False) == ((112, 112),
+                                                           (128, 128))
+    model.data_preprocessor.pad_size_divisor = 1
+    assert tool.padded_check(model, PADDED[0], True) is None
+
+
+@pytest.mark.parametrize('config', [RETINANET, MASK_RCNN])
+def test_padded_input(tool, config):
+    """A random image padded as mmdet pads it, with its ``img_shape``:
+    the graph (in PyTorch) finds mmdet's detections, within the image.
+    Without ``img_shape`` some boxes reach into the padding, so clipping
+    to the padded input would fail the match."""
+    img_shape, pad_shape = PADDED
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict({'model.test_cfg.score_thr': 0.0}
+                        if config == RETINANET else {})
+    torch.manual_seed(0)
+    model = tool.build_model(cfg)
+    graph = tool.export_graph(model)
+    inputs = tool.pad_input(tool.detector_input(model, img_shape),
+                            pad_shape)
+    expected = tool.eager_detections(model, inputs, img_shape)
+    with torch.no_grad():
+        unclipped = graph(inputs)[0]
+        outputs = graph(inputs, torch.tensor(img_shape))
+    actual = {k: v.numpy() for k, v in zip(graph.output_names, outputs)}
+    limits = torch.tensor(img_shape).flip(0).repeat(2)
+    assert (unclipped > limits).any()
+    assert (outputs[0] <= limits).all() and len(outputs[0]) > 0
+    if 'masks' in actual:
+        assert actual['masks'].shape[1:] == img_shape
+    result = tool.match_detections(actual, expected, max(pad_shape))
+    assert result['error'] is None, result
 
 
 def detections(num, seed=0, masks=False):

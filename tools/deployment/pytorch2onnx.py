@@ -18,9 +18,11 @@ What the graph computes:
   StandardRoIHead; ``default_scope='mmdet'``): one image (1, C, H, W) ->
   its detections after post-processing, ``boxes`` (K, 4) xyxy in input
   pixels, ``scores`` (K, ) by decreasing score, ``labels`` (K, ) int64 and,
-  for Mask R-CNN, ``masks`` (K, H, W) at the input size, as mmdet's
-  ``predict(..., rescale=False)`` with the input size as ``img_shape``
-  (:class:`mmtnt.deploy.DetectorGraph`). The batch is always 1.
+  for Mask R-CNN, ``masks`` (K, h, w), as mmdet's ``predict(...,
+  rescale=False)`` (:class:`mmtnt.deploy.DetectorGraph`). The batch is
+  always 1. An optional second input ``img_shape`` (int64 (2, )) is the
+  image's height and width before padding (mmdet's ``img_shape``, which
+  boxes are clipped to and masks have); not fed, it is the input's size.
 
 The input is the image as the model receives it (N, C, H, W) in float32:
 already normalised by the config's data preprocessor (``(img - mean) /
@@ -108,6 +110,7 @@ from mmengine.registry import MODELS, init_default_scope
 from mmengine.runner import load_checkpoint
 
 from mmtnt.deploy import DetectorGraph
+from mmtnt.deploy.detection import UNPADDED
 from mmtnt.hub import HubError, prepare_checkpoint
 from mmtnt.utils import register_checkpoint_safe_globals
 
@@ -138,6 +141,9 @@ MAX_EMBEDDED_WEIGHT_BYTES = 1.8 * 2**30
 #: the three families has at least two windows or positions a side.
 MIN_DYNAMIC_TRACE_SIZE = 512
 INPUT_NAME = 'input'
+#: A detector graph's optional second input: the image's (height, width)
+#: before padding, int64 (2, ) (see :func:`export_onnx`).
+IMG_SHAPE_NAME = 'img_shape'
 #: Images ``--int8 static`` calibrates on: as many as the INT8 table of
 #: docs/inference.md was measured with.
 DEFAULT_CALIBRATION_IMAGES = 64
@@ -572,6 +578,14 @@ def export_onnx(graph,
         dict: For a dynamic export, the range ``(low, high)`` of ``batch``,
         ``height`` and ``width`` the graph was exported for (``high`` None
         when unbounded); empty otherwise.
+
+    A :class:`DetectorGraph` has a second input, :data:`IMG_SHAPE_NAME`:
+    the image's height and width before padding, int64 (2, ). It is
+    optional: the graph stores a default (:data:`UNPADDED`, which stands
+    for the input's size) as an initializer of the same name, which ONNX
+    Runtime uses when it is not fed, so that one-input callers keep
+    working. (ONNX Runtime lists it among the session's
+    ``get_overridable_initializers()``, not ``get_inputs()``.)
     """
     from torch.export import Dim
     detector = isinstance(graph, DetectorGraph)
@@ -580,29 +594,48 @@ def export_onnx(graph,
         if not detector:
             batch_size = max(batch_size, 2)
             axes[0] = Dim.DYNAMIC
-        dynamic_shapes = (axes, )
+        dynamic_shapes = (axes, None) if detector else (axes, )
         shape = dynamic_trace_shape(shape)
     else:
         dynamic_shapes = None
-    example = torch.randn(batch_size, channels, *shape)
+    example = (torch.randn(batch_size, channels, *shape), )
+    if detector:
+        example += (torch.tensor(shape), )
     with torch.no_grad(), export_friendly(graph):
         program = torch.export.export(
-            graph, (example, ), dynamic_shapes=dynamic_shapes, strict=False)
+            graph, example, dynamic_shapes=dynamic_shapes, strict=False)
+    onnx_program = torch.onnx.export(
+        program,
+        example,
+        dynamo=True,
+        input_names=[INPUT_NAME, IMG_SHAPE_NAME][:len(example)],
+        output_names=output_names(graph),
+        opset_version=opset_version,
+        verbose=False)
+    if detector:
+        default_img_shape(onnx_program.model.graph)
     weight_bytes = sum(p.numel() * p.element_size()
                        for p in graph.parameters())
     out_dir = osp.dirname(osp.abspath(output_file))
     os.makedirs(out_dir, exist_ok=True)
-    torch.onnx.export(
-        program,
-        (example, ),
+    onnx_program.save(
         output_file,
-        dynamo=True,
-        input_names=[INPUT_NAME],
-        output_names=output_names(graph),
-        opset_version=opset_version,
-        external_data=weight_bytes > MAX_EMBEDDED_WEIGHT_BYTES,
-        verbose=False)
+        external_data=weight_bytes > MAX_EMBEDDED_WEIGHT_BYTES)
     return dynamic_ranges(program) if dynamic else {}
+
+
+def default_img_shape(onnx_graph):
+    """Make a detector graph's :data:`IMG_SHAPE_NAME` input optional: an
+    initializer of that name holds :data:`UNPADDED`.
+
+    Args:
+        onnx_graph (onnx_ir.Graph): The exported graph, changed in place.
+    """
+    import onnx_ir as ir
+    value = next(v for v in onnx_graph.inputs if v.name == IMG_SHAPE_NAME)
+    value.const_value = ir.tensor(np.array(UNPADDED, dtype=np.int64),
+                                  name=IMG_SHAPE_NAME)
+    onnx_graph.register_initializer(value)
 
 
 def output_names(graph):
@@ -781,6 +814,51 @@ def detector_shapes(shape, verify_shape=None):
     return [tuple(shape), second, third]
 
 
+def padded_check(model, shape, dynamic):
+    """The image size and padded input size of ``--verify``'s check of a
+    padded input, as mmdet's ``DetDataPreprocessor`` pads at the model's
+    ``pad_size_divisor``.
+
+    A dynamic graph gets an image of ``shape`` padded to the next multiple
+    of the divisor; a static one its input size ``shape``, holding an image
+    half a divisor smaller.
+
+    Args:
+        model (nn.Module): The detector.
+        shape (tuple[int, int]): Height and width.
+        dynamic (bool): Whether the graph takes other sizes.
+
+    Returns:
+        tuple | None: ``(img_shape, pad_shape)``; None when the
+        preprocessor does not pad.
+
+    Examples:
+        >>> padded_check(model, (97, 165), True)  # pad_size_divisor=32
+        ((97, 165), (128, 192))
+    """
+    divisor = getattr(model.data_preprocessor, 'pad_size_divisor', 1)
+    if divisor <= 1:
+        return None
+    if not dynamic:
+        return tuple(size - divisor // 2 for size in shape), tuple(shape)
+    return tuple(shape), tuple(-(-size // divisor) * divisor
+                               for size in shape)
+
+
+def pad_input(inputs, pad_shape):
+    """Pad a preprocessed input (1, C, h, w) with zeros at the bottom and
+    right to ``pad_shape``, as mmengine's ``stack_batch`` does after the
+    normalisation (``pad_value`` 0).
+
+    Examples:
+        >>> pad_input(torch.ones(1, 3, 5, 6), (8, 8)).shape
+        torch.Size([1, 3, 8, 8])
+    """
+    height, width = inputs.shape[2:]
+    return torch.nn.functional.pad(
+        inputs, (0, pad_shape[1] - width, 0, pad_shape[0] - height))
+
+
 def detector_input(model, shape, image=None, seed=0):
     """A preprocessed input (1, C, H, W) for a detector: ``image`` resized
     to ``shape`` (random pixels without it), its channels reversed and
@@ -813,9 +891,15 @@ def detector_input(model, shape, image=None, seed=0):
     return inputs
 
 
-def eager_detections(model, inputs):
-    """mmdet's own ``predict(inputs, rescale=False)`` of one image, the
-    input size as its ``img_shape``.
+def eager_detections(model, inputs, img_shape=None):
+    """mmdet's own ``predict(inputs, rescale=False)`` of one image.
+
+    Args:
+        model (nn.Module): The detector.
+        inputs (Tensor): (1, C, H, W), the batch input.
+        img_shape (tuple[int, int], optional): The image's size within
+            the padded ``inputs`` (its ``img_shape`` and ``ori_shape``;
+            ``pad_shape`` is (H, W)). Defaults to (H, W).
 
     Returns:
         dict: ``boxes``, ``scores``, ``labels`` and (Mask R-CNN)
@@ -823,10 +907,11 @@ def eager_detections(model, inputs):
     """
     from mmdet.structures import DetDataSample
     size = tuple(inputs.shape[2:])
+    img_shape = size if img_shape is None else tuple(img_shape)
     sample = DetDataSample(
         metainfo=dict(
-            img_shape=size,
-            ori_shape=size,
+            img_shape=img_shape,
+            ori_shape=img_shape,
             pad_shape=size,
             batch_input_shape=size,
             scale_factor=(1., 1.)))
@@ -962,7 +1047,7 @@ def match_detections(actual, expected, max_side,
 
 
 def verify_detector_onnx(output_file, graph, shapes, image=None, seed=0,
-                         num_threads=None):
+                         num_threads=None, padded=None):
     """Run the ONNX graph of a detector with ONNX Runtime (CPU) and mmdet's
     eager ``predict`` on the same inputs, and match their detections
     (:func:`match_detections`).
@@ -970,37 +1055,68 @@ def verify_detector_onnx(output_file, graph, shapes, image=None, seed=0,
     Args:
         output_file (str): The ONNX file.
         graph (DetectorGraph): The exported module (its detector is run).
-        shapes (list[tuple[int, int]]): Height and width of each input.
+        shapes (list[tuple[int, int]]): Height and width of each input,
+            run without :data:`IMG_SHAPE_NAME` (the graph's default).
         image (np.ndarray, optional): The image resized to each size
             (:func:`detector_input`).
         seed (int): Seed of the random pixels without ``image``.
         num_threads (int, optional): ONNX Runtime's intra-op threads.
+        padded (tuple, optional): ``(img_shape, pad_shape)`` of one more
+            check (:func:`padded_check`): the image resized to
+            ``img_shape``, padded to ``pad_shape`` (:func:`pad_input`)
+            and its ``img_shape`` fed.
 
     Returns:
-        list[dict]: Per size, that of :func:`match_detections` with
-        ``shape`` (the input's) added; an ONNX Runtime failure is the
-        ``error``.
+        list[dict]: Per check, that of :func:`match_detections` with
+        ``shape`` (the input's) and ``img_shape`` added; an ONNX Runtime
+        failure is the ``error``.
     """
     session = cpu_session(output_file, num_threads)
     model = graph.detector
-    results = []
-    for shape in shapes:
-        inputs = detector_input(model, shape, image, seed)
-        expected = eager_detections(model, inputs)
-        try:
-            outputs = session.run(None, {INPUT_NAME: inputs.numpy()})
-        except Exception as error:  # ONNX Runtime's
-            results.append(dict(shape=tuple(inputs.shape), error=error))
-            continue
-        actual = dict(zip(graph.output_names, outputs))
-        result = match_detections(actual, expected, max(shape))
-        results.append(dict(result, shape=tuple(inputs.shape)))
-    return results
+    checks = [(detector_input(model, shape, image, seed), None)
+              for shape in shapes]
+    if padded is not None:
+        img_shape, pad_shape = padded
+        inputs = detector_input(model, img_shape, image, seed)
+        checks.append((pad_input(inputs, pad_shape), img_shape))
+    return [check_detector_onnx(session, graph, inputs, img_shape)
+            for inputs, img_shape in checks]
+
+
+def check_detector_onnx(session, graph, inputs, img_shape=None):
+    """One check of :func:`verify_detector_onnx`.
+
+    Args:
+        session (onnxruntime.InferenceSession): Runs the graph.
+        graph (DetectorGraph): The exported module.
+        inputs (Tensor): (1, C, H, W), maybe padded.
+        img_shape (tuple[int, int], optional): The image's size in
+            ``inputs``, fed as :data:`IMG_SHAPE_NAME`; not fed when None.
+
+    Returns:
+        dict: See :func:`verify_detector_onnx`.
+    """
+    size = dict(shape=tuple(inputs.shape),
+                img_shape=tuple(img_shape or inputs.shape[2:]))
+    expected = eager_detections(graph.detector, inputs, img_shape)
+    feed = {INPUT_NAME: inputs.numpy()}
+    if img_shape is not None:
+        feed[IMG_SHAPE_NAME] = np.array(img_shape, dtype=np.int64)
+    try:
+        outputs = session.run(None, feed)
+    except Exception as error:  # ONNX Runtime's
+        return dict(size, error=error)
+    actual = dict(zip(graph.output_names, outputs))
+    return dict(match_detections(actual, expected, max(size['shape'][2:])),
+                **size)
 
 
 def describe_detector_check(result):
     """One line on a check of :func:`verify_detector_onnx`."""
     head = f'Verify {result["shape"]}: '
+    if result['img_shape'] != result['shape'][2:]:
+        head = (f'Verify {result["shape"]}, image {result["img_shape"]} '
+                'padded: ')
     if 'count' not in result:
         return head + f'FAILED, {result["error"]}'
     line = (f'{result["count"]} detections (mmdet {result["expected_count"]})'
@@ -1084,7 +1200,8 @@ def verify_checks(args, model):
     """``(batch, height, width)`` of each input that ``--verify`` checks:
     ``--shape``, and with ``--dynamic-export`` one more (classifiers and
     segmentors, another batch) or two more (detectors, see
-    :func:`detector_shapes`)."""
+    :func:`detector_shapes`). A detector's padded check is added by
+    :func:`verify_detector` (:func:`padded_check`)."""
     shape = tuple(args.shape)
     if not (args.verify and args.dynamic_export):
         return [(args.batch_size, *shape)]
@@ -1099,8 +1216,11 @@ def report_export(args, model, graph, channels, ranges):
     """Print what was exported: inputs, outputs, normalisation, axes."""
     batch = 1 if is_detector(model) else 'N'
     names = ', '.join(repr(name) for name in output_names(graph))
+    optional = (f' (and optional {IMG_SHAPE_NAME!r} (2, ) int64, the '
+                'height and width before padding)'
+                if is_detector(model) else '')
     print(f'Exported {type(model).__name__} to {args.output_file}: input '
-          f'{INPUT_NAME!r} ({batch}, {channels}, H, W), '
+          f'{INPUT_NAME!r} ({batch}, {channels}, H, W){optional}, '
           f'output{"s" if ", " in names else ""} {names}.')
     print(describe_preprocessing(model))
     if not ranges:
@@ -1177,9 +1297,10 @@ def verify_detector(args, graph, checks):
         if image is None:
             raise SystemExit(f'Error: cannot read {args.verify_image}.')
     shapes = [check[1:] for check in checks]
+    padded = padded_check(graph.detector, shapes[-1], args.dynamic_export)
     passed = True
     for result in verify_detector_onnx(args.output_file, graph, shapes,
-                                       image):
+                                       image, padded=padded):
         passed &= result['error'] is None
         print(describe_detector_check(result))
     return passed
