@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from ..models.layers import (LocallyGroupedAttention, MultiheadAttention,
                              SpatialReductionAttention)
-from ..models.layers.attention import explicit_attention
+from ..models.layers.attention import (LOW_PRECISION, attention_dtype,
+                                       explicit_attention)
 from .tracing import is_traced
 
 #: Float32 sequences of at most this many keys are computed explicitly in
@@ -73,10 +74,7 @@ def explicit_is_faster(query, key, attn_mask=None):
     training (with gradients enabled)."""
     if query.device.type != 'cpu' or is_traced():
         return False
-    dtype = query.dtype
-    if torch.is_autocast_enabled('cpu'):
-        dtype = torch.get_autocast_dtype('cpu')
-    if dtype in (torch.bfloat16, torch.float16):
+    if attention_dtype(query) in LOW_PRECISION:
         return True
     if attn_mask is not None and attn_mask.is_floating_point():
         return True
