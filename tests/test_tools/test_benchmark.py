@@ -4,6 +4,7 @@ import sys
 import textwrap
 
 import pytest
+from demo_runs import load_tool_module
 from tool_utils import REPO, TOOLS, run_tool
 
 BENCHMARK = 'analysis_tools/benchmark.py'
@@ -122,12 +123,7 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
 
 @pytest.fixture(scope='module')
 def benchmark():
-    sys.path.insert(0, str(TOOLS / 'analysis_tools'))
-    try:
-        import benchmark
-        yield benchmark
-    finally:
-        sys.path.remove(str(TOOLS / 'analysis_tools'))
+    return load_tool_module('analysis_tools/benchmark.py')
 
 
 @pytest.mark.parametrize('args, message', [

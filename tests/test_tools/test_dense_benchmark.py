@@ -1,11 +1,11 @@
 """tools/analysis_tools/dense_benchmark.py: the table, with_cp rows, the
 train step, schedules and GPU-hours, bad input."""
 import math
-import sys
 
 import pytest
 import torch
-from tool_utils import REPO, TOOLS, run_tool
+from demo_runs import load_tool_module
+from tool_utils import REPO, run_tool
 
 DENSE_BENCHMARK = 'analysis_tools/dense_benchmark.py'
 DEMO_DET = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
@@ -20,12 +20,7 @@ MASK_RCNN_3X = 'configs/twins/mask-rcnn_twins-svt-s_fpn_ms-crop-3x_coco.py'
 
 @pytest.fixture(scope='module')
 def dense():
-    sys.path.insert(0, str(TOOLS / 'analysis_tools'))
-    try:
-        import dense_benchmark
-        yield dense_benchmark
-    finally:
-        sys.path.remove(str(TOOLS / 'analysis_tools'))
+    return load_tool_module('analysis_tools/dense_benchmark.py')
 
 
 def table_rows(stdout):

@@ -44,7 +44,7 @@ from mmtnt.models.layers.attention import (explicit_attention,
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from benchmark import (build_mmtnt, checked_device,  # noqa: E402
                        checked_img_size, device_description, format_table,
-                       resolve_benchmark)
+                       resolve_benchmark, synchronize)
 
 DTYPES = dict(bfloat16=torch.bfloat16, float16=torch.float16)
 
@@ -79,7 +79,7 @@ def sweep_shapes(num_keys, head_dims, num_windows, num_heads):
             for d in head_dims for n in num_keys]
 
 
-def route_runners(dtype, device):
+def route_runners(device):
     """Route name -> attention function, those this device has."""
     runners = dict(
         explicit=explicit_attention, sdpa=F.scaled_dot_product_attention)
@@ -96,11 +96,6 @@ def route_runners(dtype, device):
 
         runners['sdpa-no-flash'] = sdpa_no_flash
     return runners
-
-
-def synchronize(device):
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
 
 
 def time_route(route, shapes, mask, dtype, device, args):
@@ -138,7 +133,7 @@ def describe(shapes, mask):
 
 
 def rows_for(source, cases, dtype, device, args):
-    runners = route_runners(dtype, device)
+    runners = route_runners(device)
     rows = []
     for *shapes, mask in cases:
         times = {}

@@ -362,23 +362,31 @@ def _resident_bytes(key):
     raise RuntimeError(f'{key} is not in /proc/self/status.')
 
 
+def peak_added_bytes(run, device):
+    """Call ``run()`` and return the memory it added at its peak: on a GPU
+    ``torch.cuda.max_memory_allocated`` minus what was allocated before;
+    on the CPU the peak resident memory (``VmHWM``, reset through
+    ``/proc/self/clear_refs``) minus the resident memory before."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        run()
+        return torch.cuda.max_memory_allocated(device) - before
+    before = _resident_bytes('VmRSS')
+    with open('/proc/self/clear_refs', 'w') as clear_refs:
+        clear_refs.write('5')  # reset the peak (VmHWM) to the current RSS
+    run()
+    return _resident_bytes('VmHWM') - before
+
+
 def train_step_memory(model, optimizer, images, labels, autocast):
     """The bytes one train step adds at its peak (see the module doc)."""
     step = partial(time_train_step, model, optimizer, images, labels,
                    autocast)
     step()  # optimizer state exists from here on
     optimizer.zero_grad(set_to_none=True)
-    if images.device.type == 'cuda':
-        torch.cuda.synchronize(images.device)
-        before = torch.cuda.memory_allocated(images.device)
-        torch.cuda.reset_peak_memory_stats(images.device)
-        step()
-        return torch.cuda.max_memory_allocated(images.device) - before
-    before = _resident_bytes('VmRSS')
-    with open('/proc/self/clear_refs', 'w') as clear_refs:
-        clear_refs.write('5')  # reset the peak (VmHWM) to the current RSS
-    step()
-    return _resident_bytes('VmHWM') - before
+    return peak_added_bytes(step, images.device)
 
 
 def forward_macs(model, images):
@@ -452,10 +460,11 @@ def amp_dtype(args, device, force=False):
     return getattr(torch, args.amp_dtype or default_amp_dtype(device.type))
 
 
-def random_batch(bench, args, device):
-    """Random images and 1000-class labels of one batch."""
-    images = torch.randn(args.batch_size, 3, *bench.img_size, device=device)
-    labels = torch.randint(0, 1000, (args.batch_size, ), device=device)
+def random_batch(batch_size, img_size, device):
+    """Random images of ``img_size`` (H, W) and 1000-class labels of one
+    batch."""
+    images = torch.randn(batch_size, 3, *img_size, device=device)
+    labels = torch.randint(0, 1000, (batch_size, ), device=device)
     return images, labels
 
 
@@ -499,7 +508,7 @@ def run_benchmark(bench, args, device):
     """
     torch.manual_seed(args.seed)
     models, skipped = build_candidates(bench, args, device)
-    images, labels = random_batch(bench, args, device)
+    images, labels = random_batch(args.batch_size, bench.img_size, device)
     autocast = make_autocast(args, device)
     macs = None
     if 'mmtnt' in models and args.flops:
@@ -541,7 +550,7 @@ def run_amp_speedup(bench, args, device):
     """
     torch.manual_seed(args.seed)
     models, skipped = build_candidates(bench, args, device)
-    images, labels = random_batch(bench, args, device)
+    images, labels = random_batch(args.batch_size, bench.img_size, device)
     contexts = dict(
         fp32=contextlib.nullcontext,
         amp=partial(
@@ -648,7 +657,7 @@ def profile(bench, args, device):
     model = builders[args.profile](img_size=bench.img_size).to(device)
     if args.profile == 'mmtnt' and args.cpu_accel and device.type == 'cpu':
         accelerate_for_cpu(model.backbone)
-    images, labels = random_batch(bench, args, device)
+    images, labels = random_batch(args.batch_size, bench.img_size, device)
     optimizer = new_optimizer(model)
     autocast = make_autocast(args, device)
     activities = [ProfilerActivity.CPU]

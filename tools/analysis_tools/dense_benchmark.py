@@ -85,6 +85,8 @@ import re
 import statistics
 import sys
 import time
+from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -99,9 +101,9 @@ from mmtnt.accel import accelerate_for_cpu
 from mmtnt.engine import enable_amp
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark import (_resident_bytes, accel_note,  # noqa: E402
-                       checked_device, checked_img_size, device_description,
-                       format_table, malloc_note, set_malloc, synchronize)
+from benchmark import (_interleaved, accel_note, checked_device,  # noqa
+                       checked_img_size, device_description, format_table,
+                       malloc_note, peak_added_bytes, set_malloc, synchronize)
 
 MODES = ('train', 'memory')
 TASK_NAMES = dict(mmdet='detector', mmseg='segmentor')
@@ -554,29 +556,24 @@ class DenseRun:
 def measure_step(run, device, memory):
     """Run one train step; return its seconds and the bytes it added at
     its peak (see the module doc; 0 unless ``memory``)."""
-    cuda = device.type == 'cuda'
-    if memory and cuda:
+    seconds = []
+
+    def timed_step():
+        start = time.perf_counter()
+        run.step()
         synchronize(device)
-        before = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-    elif memory:
-        before = _resident_bytes('VmRSS')
-        with open('/proc/self/clear_refs', 'w') as clear_refs:
-            clear_refs.write('5')  # reset the peak (VmHWM) to the RSS
-    start = time.perf_counter()
-    run.step()
-    synchronize(device)
-    seconds = time.perf_counter() - start
+        seconds.append(time.perf_counter() - start)
+
     if not memory:
-        return seconds, 0
-    if cuda:
-        return seconds, torch.cuda.max_memory_allocated(device) - before
-    return seconds, _resident_bytes('VmHWM') - before
+        timed_step()
+        return seconds[0], 0
+    peak = peak_added_bytes(timed_step, device)
+    return seconds[0], peak
 
 
 def measure_interleaved(runs, device, warmup, rounds, memory):
     """Warm every run up, then measure it in ``rounds`` rounds, the order
-    rotating every round.
+    rotating every round (``benchmark.py``'s rounds).
 
     Args:
         runs (list[DenseRun]): The runs.
@@ -599,13 +596,11 @@ def measure_interleaved(runs, device, warmup, rounds, memory):
     for run in runs:
         for _ in range(warmup):
             run.step()
-    results = [[] for _ in runs]
-    order = list(range(len(runs)))
-    for round_index in range(rounds):
-        shift = round_index % len(order)
-        for index in order[shift:] + order[:shift]:
-            results[index].append(measure_step(runs[index], device, memory))
-    return results
+    measured = _interleaved(
+        {index: partial(measure_step, run, device, memory)
+         for index, run in enumerate(runs)},
+        SimpleNamespace(warmup=0, rounds=rounds))
+    return [measured[index] for index in range(len(runs))]
 
 
 def table_header(modes, device):

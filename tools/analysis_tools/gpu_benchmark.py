@@ -54,8 +54,9 @@ import torch
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from benchmark import (_interleaved, _ratio_cell, build_candidates,  # noqa
                        checked_device, checked_img_size, device_description,
-                       format_table, new_optimizer, release_freed_memory,
-                       resolve_benchmark, step_runner, train_step_memory)
+                       format_table, new_optimizer, random_batch,
+                       release_freed_memory, resolve_benchmark, step_runner,
+                       train_step_memory)
 from get_flops import load_config  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -123,13 +124,6 @@ def train_batch_size(name, override=None):
     return load_config(path).train_dataloader.batch_size
 
 
-def random_images(batch_size, img_size, device):
-    """Random images and 1000-class labels."""
-    images = torch.randn(batch_size, 3, *img_size, device=device)
-    labels = torch.randint(0, 1000, (batch_size, ), device=device)
-    return images, labels
-
-
 def build_models(bench, precision, args, device):
     """The implementations of ``bench`` for ``precision`` (compiled ones
     only for ``args.compile_impls``), and those left out with why."""
@@ -160,14 +154,14 @@ def measure(bench, precision, args, device):
     autocast = precision.autocast(device)
     results = {}
     for batch in args.forward_batches:
-        images, labels = random_images(batch, bench.img_size, device)
+        images, labels = random_batch(batch, bench.img_size, device)
         runners = {
             impl: step_runner('forward', model, images, labels, autocast)
             for impl, model in models.items()
         }
         results[f'forward {batch}'] = _interleaved(runners, args)
-    images, labels = random_images(args.train_batch_of[bench.name],
-                                   bench.img_size, device)
+    images, labels = random_batch(args.train_batch_of[bench.name],
+                                  bench.img_size, device)
     optimizers = {impl: new_optimizer(m) for impl, m in models.items()}
     runners = {
         impl: step_runner('train', model, images, labels, autocast,
