@@ -112,6 +112,7 @@ from mmengine.runner import load_checkpoint
 from mmtnt.deploy import DetectorGraph
 from mmtnt.deploy.detection import UNPADDED
 from mmtnt.hub import HubError, prepare_checkpoint
+from mmtnt.models.utils import ceil_div
 from mmtnt.utils import register_checkpoint_safe_globals
 
 #: Relative difference (``max|onnx - torch| / max|torch|``) accepted by
@@ -841,7 +842,7 @@ def padded_check(model, shape, dynamic):
         return None
     if not dynamic:
         return tuple(size - divisor // 2 for size in shape), tuple(shape)
-    return tuple(shape), tuple(-(-size // divisor) * divisor
+    return tuple(shape), tuple(ceil_div(size, divisor) * divisor
                                for size in shape)
 
 
