@@ -1,12 +1,14 @@
-"""tools/analysis_tools/analyze_logs.py on the log of a short training
-run (4 epochs, validation after each)."""
+"""tools/analysis_tools/analyze_logs.py (mmtnt.analysis.logs) on the log of
+a short training run (4 epochs, validation after each)."""
 import json
 import re
 
 import numpy as np
-from demo_runs import load_tool_module
+import pytest
 from PIL import Image
 from tool_utils import run_tool
+
+from mmtnt.analysis.logs import draw_curves, load_scalars, main
 
 ANALYZE = 'analysis_tools/analyze_logs.py'
 
@@ -36,9 +38,7 @@ def test_key_of_training_and_validation_is_drawn_per_split(tmp_path):
            {'accuracy/top1': 60.0, 'time': 0.07, 'step': 2}]
     log = tmp_path / 'scalars.json'
     log.write_text(''.join(json.dumps(r) + '\n' for r in train + val))
-    analyze = load_tool_module(ANALYZE)
-    fig = analyze.draw_curves([analyze.load_scalars(str(log))], ['run'],
-                              ['loss', 'time'])
+    fig = draw_curves([load_scalars(str(log))], ['run'], ['loss', 'time'])
     drawn = {
         ax.get_title():
         (ax.get_xlabel(), [(list(line.get_xdata()), list(line.get_ydata()))
@@ -53,22 +53,22 @@ def test_key_of_training_and_validation_is_drawn_per_split(tmp_path):
 
 
 def test_plot_curve_says_which_keys_exist(full_run, tmp_path):
-    result = run_tool(ANALYZE, 'plot_curve', full_run, '--keys', 'mIoU',
-                      '--out', tmp_path / 'x.png')
-    assert result.returncode == 1
-    assert "No log holds 'mIoU'" in result.stderr
-    assert "'accuracy/top1'" in result.stderr and "'loss'" in result.stderr
+    with pytest.raises(SystemExit) as info:
+        main(['plot_curve', str(full_run), '--keys', 'mIoU', '--out',
+              str(tmp_path / 'x.png')])
+    message = info.value.code
+    assert "No log holds 'mIoU'" in message
+    assert "'accuracy/top1'" in message and "'loss'" in message
+    assert not (tmp_path / 'x.png').exists()
 
 
-def test_cal_train_time_prints_the_mean_iteration_time(full_run):
-    result = run_tool(ANALYZE, 'cal_train_time', full_run)
-    assert result.returncode == 0, result.stderr
+def test_cal_train_time_prints_the_mean_iteration_time(full_run, capsys):
+    main(['cal_train_time', str(full_run)])
     mean = float(re.search(r'mean iteration time: ([0-9.]+) s',
-                           result.stdout).group(1))
+                           capsys.readouterr().out).group(1))
     assert 0 < mean < 60
 
 
 def test_missing_log_is_named(tmp_path):
-    result = run_tool(ANALYZE, 'cal_train_time', tmp_path / 'none')
-    assert result.returncode == 1
-    assert 'no scalars.json' in result.stderr
+    with pytest.raises(SystemExit, match='^Error: .*no scalars.json'):
+        main(['cal_train_time', str(tmp_path / 'none')])

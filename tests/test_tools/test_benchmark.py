@@ -1,11 +1,13 @@
-"""tools/analysis_tools/benchmark.py: tables, peers, memory, bad input."""
+"""tools/analysis_tools/benchmark.py (mmtnt.analysis.benchmark): tables,
+peers, memory, bad input."""
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from demo_runs import load_tool_module
-from tool_utils import REPO, TOOLS, run_tool
+from tool_utils import REPO, run_tool
+
+from mmtnt.analysis.benchmark import main as benchmark_main
 
 BENCHMARK = 'analysis_tools/benchmark.py'
 QUICK = ('--img-size', '64', '--batch-size', '1', '--rounds', '2',
@@ -88,18 +90,17 @@ def test_amp_speedup_times_both_precisions():
 
 def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
     """A train step of an MLP over 16384 tokens of hidden width 512 (32 MiB
-    per hidden tensor) needs one such tensor less with gelu_mlp."""
-    script = textwrap.dedent(f"""
+    per hidden tensor) needs one such tensor less with gelu_mlp (in a
+    process of its own: malloc gives freed memory back there)."""
+    script = textwrap.dedent("""
         import contextlib
-        import sys
         import torch
-        sys.path.insert(0, {str(TOOLS / 'analysis_tools')!r})
-        import benchmark
-        from mmtnt.accel import accelerate_for_cpu
+        from mmtnt.accel import accelerate_for_cpu, release_freed_memory
         from mmtnt.accel.modules import CpuMlp
+        from mmtnt.analysis import train_step_memory
         from mmtnt.models.layers import Mlp
 
-        assert benchmark.release_freed_memory()
+        assert release_freed_memory()
         torch.manual_seed(0)
         mlp = accelerate_for_cpu(Mlp(16, 512))
         model = torch.nn.Sequential(mlp, torch.nn.Flatten(1),
@@ -107,7 +108,7 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
         images = torch.randn(1, 16384, 16)
         labels = torch.zeros(1, dtype=torch.long)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        step = lambda: benchmark.train_step_memory(
+        step = lambda: train_step_memory(
             model, optimizer, images, labels, contextlib.nullcontext)
         ours = step()
         CpuMlp._uses_gelu_mlp = lambda self: False
@@ -121,11 +122,6 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
     assert saved_mib == pytest.approx(32, rel=0.2)
 
 
-@pytest.fixture(scope='module')
-def benchmark():
-    return load_tool_module('analysis_tools/benchmark.py')
-
-
 @pytest.mark.parametrize('args, message', [
     (['no-such-model'], "Unknown benchmark 'no-such-model'"),
     (['configs/none.py'], 'config file not found'),
@@ -134,16 +130,17 @@ def benchmark():
     (['svt-s', '--rounds', '0'], '--rounds must be positive'),
     (['svt-s', '--amp-speedup', '--amp'], 'leave out --amp'),
 ])
-def test_bad_input_says_what_is_allowed(benchmark, capsys, args, message):
+def test_bad_input_says_what_is_allowed(capsys, args, message):
     with pytest.raises(SystemExit) as error:
-        benchmark.main(args)
+        benchmark_main(args)
     assert message in str(error.value) + capsys.readouterr().err
 
 
-def test_list_names_every_variant():
-    result = run_tool(BENCHMARK, '--list')
-    assert result.returncode == 0
-    names = [line.split(':')[0] for line in result.stdout.splitlines()]
+def test_list_names_every_variant(capsys):
+    benchmark_main(['--list'])
+    names = [
+        line.split(':')[0] for line in capsys.readouterr().out.splitlines()
+    ]
     assert names == [
         'tnt-s', 'tnt-b', 'pyramidtnt-ti', 'pyramidtnt-s', 'pyramidtnt-m',
         'pyramidtnt-b', 'pcpvt-s', 'pcpvt-b', 'pcpvt-l', 'svt-s', 'svt-b',

@@ -1,11 +1,14 @@
-"""tools/analysis_tools/dense_benchmark.py: the table, with_cp rows, the
-train step, schedules and GPU-hours, bad input."""
+"""tools/analysis_tools/dense_benchmark.py (mmtnt.analysis.dense and
+dense_benchmark): the table, with_cp rows, the train step, schedules and
+GPU-hours, bad input."""
 import math
 
 import pytest
 import torch
-from demo_runs import load_tool_module
 from tool_utils import REPO, run_tool
+
+from mmtnt.analysis import dense
+from mmtnt.analysis.dense_benchmark import main as dense_benchmark_main
 
 DENSE_BENCHMARK = 'analysis_tools/dense_benchmark.py'
 DEMO_DET = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
@@ -16,11 +19,6 @@ UPERNET_SVT = 'configs/twins/upernet_twins-svt-s_8xb2-160k_ade20k-512x512.py'
 UPERNET_PCPVT = (
     'configs/twins/upernet_twins-pcpvt-s_8xb4-160k_ade20k-512x512.py')
 MASK_RCNN_3X = 'configs/twins/mask-rcnn_twins-svt-s_fpn_ms-crop-3x_coco.py'
-
-
-@pytest.fixture(scope='module')
-def dense():
-    return load_tool_module('analysis_tools/dense_benchmark.py')
 
 
 def table_rows(stdout):
@@ -69,8 +67,8 @@ def test_table_has_every_config_with_and_without_cp(tmp_path):
 
 
 @pytest.mark.parametrize('config', [DEMO_DET, DEMO_SEG])
-def test_train_step_updates_the_weights_with_finite_losses(dense, config):
-    cfg = dense.load_config(str(REPO / config))
+def test_train_step_updates_the_weights_with_finite_losses(config):
+    cfg = dense.load_dense_config(str(REPO / config))
     run = dense.DenseRun(config, cfg, (64, 64), 1, torch.device('cpu'),
                          with_cp=True)
     assert run.model.backbone.with_cp
@@ -90,8 +88,13 @@ def test_train_step_updates_the_weights_with_finite_losses(dense, config):
     assert sum(changed.values()) > 0.9 * len(changed)
 
 
-def test_schedules_and_sizes_of_the_published_configs(dense):
-    svt_det = dense.Schedule(dense.load_config(MASK_RCNN_SVT), MASK_RCNN_SVT)
+def schedule(config):
+    """The :class:`~mmtnt.analysis.dense.Schedule` of a config."""
+    return dense.Schedule(dense.load_dense_config(config), config)
+
+
+def test_schedules_and_sizes_of_the_published_configs():
+    svt_det = schedule(MASK_RCNN_SVT)
     # 12 epochs of ceil(118287 / 16) = 7393 steps, 8 GPUs x 2 images.
     assert (svt_det.iterations, svt_det.gpus, svt_det.per_gpu_batch) == (
         12 * 7393, 8, 2)
@@ -100,24 +103,23 @@ def test_schedules_and_sizes_of_the_published_configs(dense):
     # A step of one image counts twice for the 2 images per GPU.
     assert svt_det.gpu_hours(0.5, 1) == pytest.approx(
         2 * svt_det.gpu_hours(0.5, 2))
-    svt_3x = dense.Schedule(dense.load_config(MASK_RCNN_3X), MASK_RCNN_3X)
+    svt_3x = schedule(MASK_RCNN_3X)
     assert svt_3x.iterations == 36 * 7393
-    pcpvt = dense.Schedule(dense.load_config(UPERNET_PCPVT), UPERNET_PCPVT)
+    pcpvt = schedule(UPERNET_PCPVT)
     assert (pcpvt.iterations, pcpvt.gpus,
             pcpvt.per_gpu_batch) == (160000, 8, 4)
     assert pcpvt.text == '160000 it, 8 GPUs x 4'
-    assert dense.Schedule(
-        dense.load_config(DEMO_DET), DEMO_DET).gpu_hours(1, 8) is None
+    assert schedule(DEMO_DET).gpu_hours(1, 8) is None
     for config, size in [(MASK_RCNN_SVT, (800, 1333)),
                          (MASK_RCNN_3X, (800, 1333)),
                          (UPERNET_SVT, (512, 512)), (MMSEG_SVT, (512, 512)),
                          (DEMO_DET, (128, 128)), (DEMO_SEG, (128, 128))]:
-        assert dense.train_input_size(dense.load_config(config)) == size
+        assert dense.train_input_size(dense.load_dense_config(config)) == size
 
 
-def test_backbones_with_cp_and_labels(dense):
-    mmseg_cfg = dense.load_config(MMSEG_SVT)
-    mmtnt_cfg = dense.load_config(UPERNET_SVT)
+def test_backbones_with_cp_and_labels():
+    mmseg_cfg = dense.load_dense_config(MMSEG_SVT)
+    mmtnt_cfg = dense.load_dense_config(UPERNET_SVT)
     assert dense.backbone_label(mmseg_cfg) == 'mmseg.SVT'
     assert dense.backbone_label(mmtnt_cfg) == 'mmtnt.SVT'
     assert not dense.backbone_takes_with_cp(mmseg_cfg)
@@ -126,7 +128,7 @@ def test_backbones_with_cp_and_labels(dense):
     assert (mmseg_schedule.iterations, mmseg_schedule.gpus) == (160000, 8)
 
 
-def test_random_targets_are_valid(dense):
+def test_random_targets_are_valid():
     generator = torch.Generator().manual_seed(0)
     batch = dense.detection_batch((60, 90), 2, 80, True, generator)
     for sample in batch['data_samples']:
@@ -157,7 +159,7 @@ def test_random_targets_are_valid(dense):
     ([DEMO_SEG, '--warmup', '0'], '--warmup must be positive'),
     ([DEMO_SEG, '--amp', '--amp-dtype', 'float16'], 'bfloat16 only'),
 ])
-def test_bad_input_says_what_is_wrong(dense, capsys, args, message):
+def test_bad_input_says_what_is_wrong(capsys, args, message):
     with pytest.raises(SystemExit) as error:
-        dense.main(args)
+        dense_benchmark_main(args)
     assert message in str(error.value) + capsys.readouterr().err

@@ -1,7 +1,7 @@
-"""Tests of tools/analysis_tools/get_flops.py: the attention handle, the
-counts of small models, the CLI on a classifier, a detector and a
-segmentor, bad input, and the parameters of docs/model_complexity.md."""
-import importlib.util
+"""Tests of tools/analysis_tools/get_flops.py (mmtnt.analysis.flops and
+complexity): the attention handle, the counts of small models, the CLI on a
+classifier, a detector and a segmentor, bad input, and the parameters of
+docs/model_complexity.md."""
 import re
 
 import pytest
@@ -10,24 +10,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.analysis import FlopAnalyzer
 from tiny_backbones import TINY_BACKBONES
-from tool_utils import BASE_CONFIG, REPO, TOOLS, run_tool
+from tool_utils import BASE_CONFIG, REPO, run_tool
 
-TOOL = TOOLS / 'analysis_tools' / 'get_flops.py'
+from mmtnt.analysis import complexity, flops
+
+TOOL = 'analysis_tools/get_flops.py'
 DOC = REPO / 'docs' / 'model_complexity.md'
 CLS_CONFIG = 'configs/pyramid_tnt/pyramid-tnt-ti_8xb128_in1k-192px.py'
 DET_CONFIG = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
 SEG_CONFIG = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
-
-
-def load_tool():
-    """Import ``tools/analysis_tools/get_flops.py`` as a module."""
-    spec = importlib.util.spec_from_file_location('get_flops', TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-get_flops = load_tool()
 
 
 class SDPA(nn.Module):
@@ -66,7 +57,7 @@ def test_mmengine_does_not_count_sdpa():
 
 
 def test_sdpa_handle_counts_both_products():
-    analyzer = get_flops.flop_analyzer(SDPA(), attention_inputs())
+    analyzer = flops.flop_analyzer(SDPA(), attention_inputs())
     assert analyzer.total() == ATTENTION_MACS
     assert analyzer.by_operator() == {
         'scaled_dot_product_attention': ATTENTION_MACS
@@ -76,7 +67,7 @@ def test_sdpa_handle_counts_both_products():
 
 def test_sdpa_handle_equals_explicit_matmuls():
     q, k, v, _ = attention_inputs()
-    explicit = get_flops.flop_analyzer(ExplicitAttention(), (q, k, v))
+    explicit = flops.flop_analyzer(ExplicitAttention(), (q, k, v))
     assert explicit.total() == ATTENTION_MACS
     assert explicit.by_operator() == {'matmul': ATTENTION_MACS}
 
@@ -85,7 +76,7 @@ def test_linear_and_conv_counts():
     model = nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
         nn.Linear(8 * 10 * 10, 10))
-    analyzer = get_flops.flop_analyzer(model, (torch.rand(1, 3, 10, 10), ))
+    analyzer = flops.flop_analyzer(model, (torch.rand(1, 3, 10, 10), ))
     conv = 8 * 10 * 10 * 3 * 3 * 3  # outputs x kernel x in channels
     linear = 800 * 10
     assert analyzer.by_operator() == {'conv': conv, 'linear': linear}
@@ -100,11 +91,11 @@ def report_value(output, key):
 
 
 def test_cli_on_a_classifier():
-    result = run_tool(TOOL.relative_to(TOOLS), CLS_CONFIG, timeout=120)
+    result = run_tool(TOOL, CLS_CONFIG, timeout=120)
     assert result.returncode == 0
     out = result.stdout
-    cfg = get_flops.load_config(str(REPO / CLS_CONFIG))
-    model = get_flops.build_model(cfg)
+    cfg = flops.load_config(str(REPO / CLS_CONFIG))
+    model = flops.build_eval_model(cfg)
     assert report_value(out, 'params') == sum(
         p.numel() for p in model.parameters())
     # PyramidTNT-Ti's published input; the paper reports 0.6G MACs.
@@ -125,10 +116,10 @@ def assert_no_hidden_macs(result, module='model.backbone'):
 
 
 def test_detector_backbone_and_whole_model():
-    cfg = get_flops.load_config(str(REPO / DET_CONFIG))
-    result = get_flops.analyze(cfg, (100, 150))
+    cfg = flops.load_config(str(REPO / DET_CONFIG))
+    result = flops.analyze(cfg, (100, 150))
     assert_no_hidden_macs(result)
-    out = get_flops.report(DET_CONFIG, cfg, result)
+    out = complexity.report(DET_CONFIG, cfg, result)
     # padded to mmdet's pad_size_divisor (32)
     assert 'input: 1x3x100x150 (given by --shape), padded to 128x160' in out
     parts = dict(
@@ -139,13 +130,13 @@ def test_detector_backbone_and_whole_model():
 
 
 def test_segmentor_drops_the_auxiliary_head():
-    cfg = get_flops.load_config(str(REPO / SEG_CONFIG))
-    result = get_flops.analyze(cfg, (64, 64))
+    cfg = flops.load_config(str(REPO / SEG_CONFIG))
+    result = flops.analyze(cfg, (64, 64))
     assert_no_hidden_macs(result, module='')
     parts = {name: (params, macs) for name, params, macs in result['parts']}
     # The decode head's own resizing runs in decode_head.forward, called
     # without __call__: the trace puts it on the segmentor itself.
-    assert set(parts) == {'backbone', 'decode_head', get_flops.REST}
+    assert set(parts) == {'backbone', 'decode_head', flops.REST}
     assert all(macs > 0 for _, macs in parts.values())
     assert result['macs'] == sum(macs for _, macs in parts.values())
     assert result['attention_macs'] > 0
@@ -153,8 +144,8 @@ def test_segmentor_drops_the_auxiliary_head():
 
 
 def test_tnt_counts_its_attention():
-    cfg = get_flops.load_config(str(BASE_CONFIG))
-    result = get_flops.analyze(cfg)
+    cfg = flops.load_config(str(BASE_CONFIG))
+    result = flops.analyze(cfg)
     assert result['shape'] == (32, 32)  # the backbone's img_size
     assert_no_hidden_macs(result, module='')
     # 2 blocks, q@k^T + attn@v each. Outer: 17 tokens (16 patches of 8x8 +
@@ -170,9 +161,9 @@ def test_all_attention_is_in_the_handle(family):
     """``attention_macs`` counts one operator: an explicit product in a
     backbone's trace would be attention left out of it."""
     backbone = TINY_BACKBONES[family]().eval()
-    analyzer = get_flops.flop_analyzer(backbone, (torch.rand(1, 3, 64, 64), ))
+    analyzer = flops.flop_analyzer(backbone, (torch.rand(1, 3, 64, 64), ))
     by_operator = analyzer.by_operator()
-    assert by_operator.get(get_flops.ATTENTION_OP, 0) > 0, by_operator
+    assert by_operator.get(flops.ATTENTION_OP, 0) > 0, by_operator
     products = {'matmul', 'bmm', 'baddbmm', 'einsum'}
     traced = set(by_operator) | {
         op.split('::')[-1]
@@ -184,8 +175,8 @@ def test_all_attention_is_in_the_handle(family):
 def test_dense_default_shapes():
     for config, shape in ((DET_CONFIG, (800, 1280)), (SEG_CONFIG,
                                                       (512, 512))):
-        cfg = get_flops.load_config(str(REPO / config))
-        assert get_flops.default_shape(cfg)[0] == shape
+        cfg = flops.load_config(str(REPO / config))
+        assert flops.default_shape(cfg)[0] == shape
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -197,7 +188,7 @@ def test_dense_default_shapes():
 ])
 def test_bad_input(argv, message, capsys):
     with pytest.raises(SystemExit) as error:
-        get_flops.main(argv)
+        complexity.main(argv)
     assert error.value.code != 0
     assert message in str(error.value.code) + capsys.readouterr().err
 
@@ -205,8 +196,8 @@ def test_bad_input(argv, message, capsys):
 def doc_rows():
     """The rows of the generated table of docs/model_complexity.md."""
     text = DOC.read_text()
-    begin = text.index(get_flops.TABLE_BEGIN)
-    end = text.index(get_flops.TABLE_END)
+    begin = text.index(complexity.TABLE_BEGIN)
+    end = text.index(complexity.TABLE_END)
     rows = [
         [cell.strip() for cell in line.strip('|').split('|')]
         for line in text[begin:end].splitlines()[3:]
@@ -216,18 +207,18 @@ def doc_rows():
 
 def test_doc_params_match_the_configs():
     rows = doc_rows()
-    assert set(rows) == set(get_flops.PAPER_NUMBERS)
+    assert set(rows) == set(complexity.PAPER_NUMBERS)
     for name, (config, side, paper_params, paper_macs) in \
-            get_flops.PAPER_NUMBERS.items():
+            complexity.PAPER_NUMBERS.items():
         row = rows[name]
-        cfg = get_flops.load_config(str(REPO / config))
+        cfg = flops.load_config(str(REPO / config))
         with skip_init():
-            model = get_flops.build_model(cfg)
+            model = flops.build_eval_model(cfg)
         params = sum(p.numel() for p in model.parameters()) / 1e6
         assert row[2:6] == [
             str(side), f'{params:.2f}',
             str(paper_params),
-            get_flops.percent(params, paper_params)
+            complexity.percent(params, paper_params)
         ], name
         assert row[8] == str(paper_macs), name
         # The published figures: params within 0.5%.
@@ -254,10 +245,10 @@ class skip_init:
 
 def test_write_doc_replaces_the_block(tmp_path):
     doc = tmp_path / 'doc.md'
-    begin, end = get_flops.TABLE_BEGIN, get_flops.TABLE_END
+    begin, end = complexity.TABLE_BEGIN, complexity.TABLE_END
     doc.write_text(f'intro\n{begin}\nold\n{end}\nafter\n')
-    get_flops.write_doc(doc, '| new |')
+    complexity.write_doc(doc, '| new |')
     assert doc.read_text() == f'intro\n{begin}\n| new |\n{end}\nafter\n'
     doc.write_text('no markers\n')
     with pytest.raises(SystemExit, match='block to replace'):
-        get_flops.write_doc(doc, '| new |')
+        complexity.write_doc(doc, '| new |')

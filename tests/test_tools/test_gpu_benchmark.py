@@ -1,8 +1,11 @@
-"""tools/analysis_tools/gpu_benchmark.py and attention_routes.py on the CPU:
-the tables they write for a GPU, from small inputs."""
+"""tools/analysis_tools/gpu_benchmark.py and attention_routes.py
+(mmtnt.analysis.gpu_benchmark, mmtnt.analysis.attention_routes) on the
+CPU: the tables they write for a GPU, from small inputs."""
 import pytest
 from test_benchmark import table_rows
 from tool_utils import run_tool
+
+from mmtnt.analysis.gpu_benchmark import main as gpu_benchmark_main
 
 GPU_BENCHMARK = 'analysis_tools/gpu_benchmark.py'
 ATTENTION_ROUTES = 'analysis_tools/attention_routes.py'
@@ -65,10 +68,11 @@ def test_time_budget_leaves_out_what_would_start_late(tmp_path):
     (['pyramidtnt-m'], "'pyramidtnt-m' has no ImageNet config here"),
     (['svt-s', '--rounds', '0'], '--rounds and --warmup must be positive'),
 ])
-def test_bad_arguments(args, message):
-    result = run_tool(GPU_BENCHMARK, *args, '--device', 'cpu')
-    assert result.returncode != 0
-    assert message in result.stderr
+def test_bad_arguments(capsys, args, message):
+    with pytest.raises(SystemExit) as error:
+        gpu_benchmark_main([*args, '--device', 'cpu'])
+    assert error.value.code not in (0, None)
+    assert message in str(error.value.code) + capsys.readouterr().err
 
 
 def test_attention_routes_time_the_shapes_of_a_model():

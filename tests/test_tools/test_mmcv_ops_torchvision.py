@@ -1,32 +1,22 @@
 """The torchvision stand-in for ``mmcv._ext``
-(tools/analysis_tools/mmcv_ops_torchvision.py) against mmcv's compiled
-ops: the same NMS picks, RoIAlign outputs and input gradients."""
-import importlib.util
+(mmtnt.analysis.mmcv_ops_torchvision, installed by
+tools/analysis_tools/mmcv_ops_torchvision.py) against mmcv's compiled ops:
+the same NMS picks, RoIAlign outputs and input gradients."""
 import itertools
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
-from tool_utils import TOOLS
 
-STANDIN_PATH = TOOLS / 'analysis_tools' / 'mmcv_ops_torchvision.py'
+# A module of its own: ``mmcv._ext`` stays real.
+from mmtnt.analysis import mmcv_ops_torchvision as standin
+
+STANDIN_PATH = Path(standin.__file__)
 
 real_ext = pytest.importorskip(
     'mmcv._ext', reason='needs mmcv with compiled ops as the reference')
-
-
-def load_standin():
-    """The stand-in as a module of its own (``mmcv._ext`` stays real)."""
-    spec = importlib.util.spec_from_file_location('mmcv_ops_torchvision',
-                                                  STANDIN_PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # install() finds itself there
-    spec.loader.exec_module(module)
-    return module
-
-
-standin = load_standin()
 
 
 def random_boxes(generator, count, size):
@@ -155,17 +145,15 @@ def test_install_keeps_compiled_ops():
 # mmcv.ops' RoIAlign (forward, backward) and batched_nms on the inputs the
 # parent saved, and saves what they give.
 CHILD = """
-import importlib.util, sys
+import sys
 import torch
-spec = importlib.util.spec_from_file_location('standin', sys.argv[1])
-standin = importlib.util.module_from_spec(spec)
-sys.modules['standin'] = standin
-spec.loader.exec_module(standin)
+from mmtnt.analysis import mmcv_ops_torchvision as standin
+assert 'mmcv.ops' not in sys.modules
 assert standin.install(force=True) is True
 import mmcv.ops
 assert sys.modules['mmcv.ops.roi_align'].ext_module is standin
 assert sys.modules['mmcv.ops.nms'].ext_module is standin
-data = torch.load(sys.argv[2])
+data = torch.load(sys.argv[1])
 features = data['features'].requires_grad_()
 layer = mmcv.ops.RoIAlign((7, 7), 1 / 4, sampling_ratio=0, aligned=True)
 output = layer(features, data['rois'])
@@ -173,7 +161,7 @@ output.backward(data['grad_output'])
 dets, keep = mmcv.ops.batched_nms(data['boxes'], data['scores'],
                                   data['labels'], data['nms_cfg'])
 torch.save(dict(output=output.detach(), grad=features.grad, dets=dets,
-                keep=keep), sys.argv[3])
+                keep=keep), sys.argv[2])
 """
 
 
@@ -190,7 +178,7 @@ def test_mmcv_ops_with_standin_match_compiled_ops(tmp_path):
         nms_cfg=dict(type='nms', iou_threshold=0.5))
     torch.save(data, tmp_path / 'inputs.pth')
     result = subprocess.run(
-        [sys.executable, '-c', CHILD, str(STANDIN_PATH),
+        [sys.executable, '-c', CHILD,
          str(tmp_path / 'inputs.pth'), str(tmp_path / 'outputs.pth')],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

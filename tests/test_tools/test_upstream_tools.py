@@ -26,6 +26,8 @@ from mmengine.registry import MODELS, DefaultScope
 from PIL import Image
 from tool_utils import REPO, TOOLS, tool_env
 
+from mmtnt.analysis import seg_confusion
+
 DEMOS = REPO / 'configs' / 'demo'
 FM_DEMO = DEMOS / 'tnt-demo_1xb128_fashion-mnist.py'
 DET_DEMO = DEMOS / 'retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
@@ -201,16 +203,15 @@ def test_mmseg_confusion_matrix(tmp_path, demo_scenes):
 
     # The matrix counts each labelled pixel once, on the diagonal where
     # the prediction is right (labels 1-5 on disk are classes 0-4).
-    wrapper = runpy.run_path(str(script))
-    upstream = wrapper['load_upstream']()
+    upstream = seg_confusion.load_upstream()
     dataset = upstream.DATASETS.build(
         dict(
             Config.fromfile(SEG_DEMO).test_dataloader.dataset,
             data_root=str(demo_scenes / 'ade'),
             indices=NUM_DENSE))
     matrix = upstream.calculate_confusion_matrix(
-        wrapper['DatasetView'](dataset),
-        wrapper['read_predictions'](preds, dataset.reduce_zero_label))
+        seg_confusion.DatasetView(dataset),
+        seg_confusion.read_predictions(preds, dataset.reduce_zero_label))
     labels = sorted(
         (demo_scenes / 'ade' / 'annotations' / 'validation').glob('*.png'))
     labelled = right = 0

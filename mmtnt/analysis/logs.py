@@ -1,0 +1,280 @@
+"""Curves and iteration times of training runs, from the scalar logs
+mmengine writes (``<work_dir>/<timestamp>/vis_data/scalars.json``: one JSON
+object a line; training lines carry ``iter``, validation lines only
+``step``, the epoch or iteration they ran at).
+
+:func:`main` is the command line of
+``tools/analysis_tools/analyze_logs.py``.
+
+Examples:
+    >>> from mmtnt.analysis import logs
+    >>> runs = [logs.load_scalars(logs.find_scalars('work_dirs/demo'))]
+    >>> fig = logs.draw_curves(runs, ['demo'], ['loss', 'accuracy/top1'])
+    >>> fig.savefig('curves.png')  # doctest: +SKIP
+"""
+import argparse
+import glob
+import json
+import os.path as osp
+import statistics
+
+# The two kinds of records, in the order load_scalars returns them.
+SPLITS = ('train', 'val')
+
+
+def find_scalars(log):
+    """The ``scalars.json`` that ``log`` names.
+
+    Args:
+        log (str): A ``scalars.json`` file or a work directory.
+
+    Returns:
+        str: The path of the file; in a work directory, that of the latest
+        run (timestamped folders sort by time).
+
+    Raises:
+        FileNotFoundError: When there is none.
+    """
+    if osp.isfile(log):
+        return log
+    found = sorted(glob.glob(osp.join(log, '*', 'vis_data', 'scalars.json')))
+    found += sorted(glob.glob(osp.join(log, 'vis_data', 'scalars.json')))
+    if not found:
+        raise FileNotFoundError(
+            f'{log}: no scalars.json file, nor a work directory with '
+            '<timestamp>/vis_data/scalars.json in it.')
+    return found[-1]
+
+
+def load_scalars(path):
+    """Split a scalar log into training and validation records.
+
+    Args:
+        path (str): A ``scalars.json`` file.
+
+    Returns:
+        tuple[list[dict], list[dict]]: The training lines (with ``iter``)
+        and the validation lines (without).
+    """
+    train, val = [], []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                (train if 'iter' in record else val).append(record)
+    return train, val
+
+
+def curve(records, key):
+    """The (x, y) points of ``key`` in ``records``: x is the iteration of a
+    training line, the ``step`` of a validation line.
+
+    Args:
+        records (list[dict]): Training or validation records
+            (:func:`load_scalars`).
+        key (str): A logged key.
+
+    Returns:
+        tuple[list, list]: The x and y values of the records that log
+        ``key``.
+
+    Examples:
+        >>> curve([dict(loss=1.0, iter=5, step=5), dict(lr=0.1, iter=10,
+        ...                                             step=10)], 'loss')
+        ([5], [1.0])
+    """
+    points = [(record.get('iter', record['step']), record[key])
+              for record in records if key in record]
+    return [x for x, _ in points], [y for _, y in points]
+
+
+def panels(runs, keys):
+    """The panels to draw: one per key and split that logs it.
+
+    A key that training and validation records both log (``time``,
+    ``data_time``) measures different things in each, counted along
+    different x axes (iterations, epochs): it gets a panel per split.
+
+    Args:
+        runs (list[tuple[list[dict], list[dict]]]): The training and
+            validation records of each run (:func:`load_scalars`).
+        keys (list[str]): The keys to draw.
+
+    Returns:
+        list[tuple[str, str, int]]: The title, key and split (0 training,
+        1 validation) of each panel, e.g. ``('time (train)', 'time', 0)``
+        and ``('time (val)', 'time', 1)``, or ``('loss', 'loss', 0)``.
+
+    Raises:
+        SystemExit: When no run logs a key.
+    """
+    found = []
+    for key in keys:
+        splits = [
+            split for split in range(len(SPLITS))
+            if any(key in record for run in runs for record in run[split])
+        ]
+        if not splits:
+            logged = sorted({k for run in runs for records in run
+                             for record in records for k in record} -
+                            {'step', 'iter', 'epoch'})
+            raise SystemExit(f'No log holds {key!r}; keys found: {logged}.')
+        for split in splits:
+            title = f'{key} ({SPLITS[split]})' if len(splits) > 1 else key
+            found.append((title, key, split))
+    return found
+
+
+def x_label(train, split):
+    """What the x axis of a split counts: iterations for training records;
+    epochs or iterations for validation records, as the run validated."""
+    if split == 0:
+        return 'iteration'
+    return 'epoch' if any('epoch' in record for record in train) else \
+        'iteration'
+
+
+def draw_curves(runs, legend, keys, title=None):
+    """Draw one panel per key and split (:func:`panels`), one line per run.
+
+    Args:
+        runs (list[tuple[list[dict], list[dict]]]): The training and
+            validation records of each run (:func:`load_scalars`).
+        legend (list[str]): A name per run.
+        keys (list[str]): The keys to draw.
+        title (str, optional): The figure title.
+
+    Returns:
+        matplotlib.figure.Figure: The figure, drawn with the Agg backend.
+
+    Examples:
+        >>> fig = draw_curves([load_scalars('scalars.json')], ['run'],
+        ...                   ['loss', 'time'])
+        >>> [ax.get_title() for ax in fig.axes]
+        ['loss', 'time (train)', 'time (val)']
+    """
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    drawn = panels(runs, keys)
+    fig, axes = plt.subplots(
+        len(drawn), 1, figsize=(8, 3 * len(drawn)), squeeze=False)
+    for ax, (name, key, split) in zip(axes[:, 0], drawn):
+        labels = set()
+        for run, run_name in zip(runs, legend):
+            xs, ys = curve(run[split], key)
+            if xs:
+                # Validations are few: mark each one.
+                ax.plot(xs, ys, label=run_name,
+                        marker='o' if len(xs) < 30 else None)
+                labels.add(x_label(run[0], split))
+        ax.set_title(name)
+        ax.set_xlabel(' / '.join(sorted(labels)))
+        ax.legend()
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_curve(args):
+    """Draw the curves of ``args.keys`` (:func:`draw_curves`) and save the
+    figure.
+
+    Args:
+        args (argparse.Namespace): ``logs``, ``keys``, ``legend``,
+            ``title`` and ``out`` of the ``plot_curve`` command.
+    """
+    runs = [load_scalars(find_scalars(log)) for log in args.logs]
+    legend = args.legend or [osp.basename(osp.normpath(log))
+                             for log in args.logs]
+    if len(legend) != len(args.logs):
+        raise SystemExit(f'--legend needs one name per log: {len(args.logs)}'
+                         f' logs, {len(legend)} names.')
+    fig = draw_curves(runs, legend, args.keys, args.title)
+    fig.savefig(args.out, dpi=100)
+    print(f'saved {args.out}')
+
+
+def cal_train_time(args):
+    """Print the mean, slowest and fastest logged iteration time of each
+    run; the first logged interval (warm-up) is left out.
+
+    Args:
+        args (argparse.Namespace): ``logs`` and ``include_first`` of the
+            ``cal_train_time`` command.
+    """
+    for log in args.logs:
+        path = find_scalars(log)
+        train, _ = load_scalars(path)
+        times = [record['time'] for record in train if 'time' in record]
+        if not args.include_first:
+            times = times[1:]
+        if not times:
+            raise SystemExit(f'{path}: no iteration times logged.')
+        print(f'{path}\n'
+              f'  mean iteration time: {statistics.mean(times):.4f} s '
+              f'over {len(times)} logged intervals\n'
+              f'  slowest: {max(times):.4f} s, fastest: {min(times):.4f} s, '
+              f'std: {statistics.pstdev(times):.4f} s')
+
+
+def parse_args(argv=None):
+    """Parse ``plot_curve LOG... --keys ... --out PNG`` or
+    ``cal_train_time LOG...``.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Returns:
+        argparse.Namespace: The arguments; ``task`` names the subcommand.
+    """
+    parser = argparse.ArgumentParser(
+        description='Plot curves or time iterations of mmengine logs.')
+    sub = parser.add_subparsers(dest='task', required=True)
+    plot = sub.add_parser('plot_curve', help='plot keys against iterations')
+    plot.add_argument('logs', nargs='+', help='scalars.json files or work '
+                      'directories')
+    plot.add_argument(
+        '--keys', nargs='+', default=['loss'],
+        help='logged keys, e.g. loss lr accuracy/top1 coco/bbox_mAP mIoU')
+    plot.add_argument('--legend', nargs='+', help='a name per log')
+    plot.add_argument('--title', help='the figure title')
+    plot.add_argument('--out', required=True, help='the PNG to write')
+    timing = sub.add_parser(
+        'cal_train_time', help='mean time of a training iteration')
+    timing.add_argument('logs', nargs='+', help='scalars.json files or work '
+                        'directories')
+    timing.add_argument(
+        '--include-first', action='store_true',
+        help='count the first logged interval (warm-up) too')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    """The command line of ``tools/analysis_tools/analyze_logs.py``:
+    ``plot_curve`` (:func:`plot_curve`) or ``cal_train_time``
+    (:func:`cal_train_time`).
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Raises:
+        SystemExit: With one line when a log is missing, holds no key asked
+            for or no iteration times, or ``--legend`` does not name every
+            log.
+
+    Examples:
+        >>> main(['cal_train_time', 'work_dirs/demo'])  # doctest: +SKIP
+        work_dirs/demo/20250101_120000/vis_data/scalars.json
+          mean iteration time: ... s over ... logged intervals
+          slowest: ... s, fastest: ... s, std: ... s
+    """
+    args = parse_args(argv)
+    try:
+        {'plot_curve': plot_curve, 'cal_train_time': cal_train_time}[
+            args.task](args)
+    except FileNotFoundError as error:
+        raise SystemExit(f'Error: {error}')
