@@ -74,11 +74,10 @@ def fashion_mnist_missing(reason):
 def fashion_mnist_source():
     """The folder of the Fashion-MNIST idx files that the Debian package
     installs (:func:`fashion_mnist_missing` without them)."""
-    from demo_runs import load_tool_module
-    prepare = load_tool_module('dataset_converters/prepare_fashion_mnist.py')
-    folders = list(dict.fromkeys(prepare.package_dirs()))
+    from mmtnt.datasets.fashion_mnist import FILES, find_source, package_dirs
+    folders = list(dict.fromkeys(package_dirs()))
     for folder in folders:
-        if all(prepare.find_source(name, [folder]) for name in prepare.FILES):
+        if all(find_source(name, [folder]) for name in FILES):
             return folder
     fashion_mnist_missing(f'the idx files are not in {", ".join(folders)}.')
 
@@ -86,14 +85,16 @@ def fashion_mnist_source():
 @pytest.fixture(scope='session')
 def demo_scenes(tmp_path_factory, fashion_mnist_source):
     """The dense demos' scenes (300 training, 50 validation scenes), built
-    once per session by ``tools/dataset_converters/make_demo_scenes.py``,
-    in a folder every pytest-xdist worker shares."""
-    from demo_runs import build_once, load_tool_module, session_folder
-    script = load_tool_module('dataset_converters/make_demo_scenes.py')
+    once per session by :func:`mmtnt.datasets.demo_scenes.build` (what
+    ``tools/dataset_converters/make_demo_scenes.py`` runs), in a folder
+    every pytest-xdist worker shares."""
+    from demo_runs import build_once, session_folder
+
+    from mmtnt.datasets import demo_scenes
     out = session_folder(tmp_path_factory) / 'demo_scenes'
 
     def build(folder):
-        script.build(str(folder), 300, 50, src=fashion_mnist_source)
+        demo_scenes.build(str(folder), 300, 50, src=fashion_mnist_source)
 
     build_once(out, build)
     return out
@@ -111,11 +112,12 @@ def short_runs(tmp_path_factory):
 @pytest.fixture(scope='session')
 def fashion_mnist():
     """data/fashion_mnist, prepared from the Debian package if needed."""
-    from demo_runs import ROOT, load_tool_module
-    prepare = load_tool_module('dataset_converters/prepare_fashion_mnist.py')
+    from demo_runs import ROOT
+
+    from mmtnt.datasets.fashion_mnist import prepare
     path = os.path.join(ROOT, 'data', 'fashion_mnist')
     try:
-        prepare.prepare(path)
+        prepare(path)
     except FileNotFoundError as err:
         fashion_mnist_missing(err)
     return path

@@ -1,7 +1,7 @@
 """Brief runs of the custom-data recipes (configs/custom_data/,
 docs/custom_data.md) through ``tools/train.py``.
 
-A few demo scenes (``tools/dataset_converters/make_demo_scenes.py``) are
+A few demo scenes (:mod:`mmtnt.datasets.demo_scenes`) are
 built into a temporary folder and rearranged into the layouts the recipes
 document: class sub-folders of item crops, a list file of grayscale crops,
 COCO files whose categories are renamed to a recipe's classes (plus one
@@ -28,10 +28,12 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from demo_runs import ROOT, describe, load_tool_module, run_tool, train_tool
+from demo_runs import ROOT, describe, run_tool, train_tool
 from mmengine.config import Config
 from PIL import Image
 from tiny_backbones import PYRAMID_TNT_TINY, SVT_TINY, TNT_TINY, TWINS_TINY
+
+from mmtnt.datasets import demo_scenes
 
 CONFIG_DIR = osp.join(ROOT, 'configs', 'custom_data')
 FOLDER = 'tnt-s-p16_1xb32-50e_custom-folder.py'
@@ -40,8 +42,8 @@ RETINANET = 'retinanet_twins-pcpvt-s_fpn_1xb4-24e_custom-coco.py'
 MASK_RCNN = 'mask-rcnn_pyramid-tnt-s_fpn_1xb4-24e_custom-coco.py'
 UPERNET = 'upernet_twins-svt-s_1xb4-8k_custom-seg-512x512.py'
 
-# The demo scenes' item classes (make_demo_scenes.CLASSES); the recipes'
-# classes take their places in this order.
+# The demo scenes' item classes (mmtnt.datasets.demo_scenes.CLASSES); the
+# recipes' classes take their places in this order.
 DEMO_CLASSES = ('tshirt', 'trouser', 'sneaker', 'bag')
 CROP = 32  # classification images and crops
 DENSE_SCALE = (128, 128)  # the scenes' size
@@ -100,11 +102,10 @@ def assert_heads(checkpoint, expected):
 # ---------------------------------------------------------------------------
 @pytest.fixture(scope='module')
 def scenes(tmp_path_factory):
-    script = load_tool_module('dataset_converters/make_demo_scenes.py')
-    assert tuple(script.CLASSES) == DEMO_CLASSES
+    assert tuple(demo_scenes.CLASSES) == DEMO_CLASSES
     out = tmp_path_factory.mktemp('scenes')
     try:
-        script.build(str(out), 12, 4)
+        demo_scenes.build(str(out), 12, 4)
     except FileNotFoundError as err:
         pytest.skip(f'The demo scenes cannot be built: {err}')
     return out

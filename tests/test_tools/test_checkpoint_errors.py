@@ -1,16 +1,19 @@
 """A truncated or corrupt checkpoint stops every tool that reads one with
 one line that names the file, before any training or testing: tools/test.py,
-tools/train.py (``--resume``, ``load_from``) and the model converters."""
-import sys
+tools/train.py (``--resume``, ``load_from``) and the model converters.
 
+The configs of tools/train.py and tools/test.py are checked in-process
+(``load_config`` of :mod:`mmtnt.engine.train_cli` and ``test_cli``, which
+the tools call before they build the runner); the command lines run as a
+user runs them."""
 import numpy as np
 import pytest
 import torch
-from demo_runs import load_tool_module
 from tool_utils import run_tool
 
 from mmtnt.converters import convert_tnt
 from mmtnt.converters.cli import run_converter
+from mmtnt.engine import test_cli, train_cli
 from mmtnt.utils import CheckpointFileError, check_checkpoint_file
 
 BAD = ('truncated.pth', 'random.pth')
@@ -66,50 +69,46 @@ def stop_message(func, *args):
     return message
 
 
-@pytest.fixture(scope='module')
-def tools():
-    return dict(
-        test=load_tool_module('test.py'), train=load_tool_module('train.py'))
+def load_config(cli, *argv):
+    """``cli.load_config`` (``train_cli`` or ``test_cli``) of the command
+    line ``argv``."""
+    return cli.load_config(cli.parse_args([str(arg) for arg in argv]))
 
 
 @pytest.mark.parametrize('name', BAD)
 @pytest.mark.parametrize('entry', ['test', 'resume', 'load_from'])
-def test_tools_stop_before_the_runner(entry, name, checkpoints, tools,
-                                      make_config, tmp_path, monkeypatch):
+def test_tools_stop_before_the_runner(entry, name, checkpoints, make_config,
+                                      tmp_path, monkeypatch):
     bad = checkpoints / name
     work_dir = tmp_path / 'work'
     if entry == 'test':
-        argv = ['test.py', make_config('cfg.py'), bad]
+        tool, cli = 'test', test_cli
+        argv = [make_config('cfg.py'), bad]
     elif entry == 'resume':
-        argv = ['train.py', make_config('cfg.py'), '--resume', bad]
+        tool, cli = 'train', train_cli
+        argv = [make_config('cfg.py'), '--resume', bad]
     else:
-        argv = ['train.py', make_config('cfg.py', f"load_from = '{bad}'")]
-    tool = argv[0][:-3]
-    monkeypatch.setattr(sys, 'argv', [str(a) for a in argv] +
-                        ['--work-dir', str(work_dir)])
+        tool, cli = 'train', train_cli
+        argv = [make_config('cfg.py', f"load_from = '{bad}'")]
     monkeypatch.setenv('LOCAL_RANK', '0')
-    message = stop_message(tools[tool].main)
+    message = stop_message(load_config, cli, *argv, '--work-dir', work_dir)
     assert message.startswith(
         f'tools/{tool}.py: cannot read checkpoint {bad}: the file is '
         'truncated or not a PyTorch checkpoint (')
-    # stopped before the runner: it would have made the work dir
+    # nothing made yet: the runner, which the tools build next, would make
+    # the work dir
     assert not work_dir.exists()
 
 
-def test_auto_resume_checks_the_latest_checkpoint(checkpoints, tools,
-                                                  make_config, tmp_path,
-                                                  monkeypatch):
+def test_auto_resume_checks_the_latest_checkpoint(checkpoints, make_config,
+                                                  tmp_path, monkeypatch):
     work_dir = tmp_path / 'work'
     work_dir.mkdir()
     bad = checkpoints / 'truncated.pth'
     (work_dir / 'last_checkpoint').write_text(str(bad))
-    monkeypatch.setattr(sys, 'argv', [
-        'train.py',
-        str(make_config('cfg.py')), '--work-dir',
-        str(work_dir), '--resume'
-    ])
     monkeypatch.setenv('LOCAL_RANK', '0')
-    message = stop_message(tools['train'].main)
+    message = stop_message(load_config, train_cli, make_config('cfg.py'),
+                           '--work-dir', work_dir, '--resume')
     assert message.startswith(f'tools/train.py: cannot read checkpoint {bad}')
     assert sorted(p.name for p in work_dir.iterdir()) == ['last_checkpoint']
 

@@ -5,13 +5,13 @@ briefly on a small build of the demo scenes; the ranks must split the data,
 average their gradients (same parameters at the end) and leave a
 checkpoint with those parameters.
 """
-import importlib.util
 import math
 
 import pytest
 import torch
-from tool_utils import (REPO, TOOLS, free_port, load_checkpoint, run_tool,
-                        write_config)
+from tool_utils import REPO, free_port, load_checkpoint, run_tool, write_config
+
+from mmtnt.datasets.demo_scenes import build
 
 NUM_TRAIN = 16
 DEMOS = REPO / 'configs' / 'demo'
@@ -24,12 +24,8 @@ RECORD = ("custom_imports = dict(imports=['dense_test_hooks'])\n"
 @pytest.fixture(scope='module')
 def scenes(tmp_path_factory, fashion_mnist_source):
     """16 training and 4 validation scenes of each dataset."""
-    path = TOOLS / 'dataset_converters' / 'make_demo_scenes.py'
-    spec = importlib.util.spec_from_file_location('make_demo_scenes', path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     out = tmp_path_factory.mktemp('scenes')
-    script.build(str(out), NUM_TRAIN, 4, src=fashion_mnist_source)
+    build(str(out), NUM_TRAIN, 4, src=fashion_mnist_source)
     return out
 
 

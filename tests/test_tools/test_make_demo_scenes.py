@@ -1,37 +1,26 @@
-"""tools/dataset_converters/make_demo_scenes.py: the dense demos' data."""
+"""mmtnt.datasets.demo_scenes (tools/dataset_converters/make_demo_scenes.py):
+the dense demos' data."""
 import filecmp
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 from PIL import Image
-from tool_utils import TOOLS
+from tool_utils import run_tool
+
+from mmtnt.datasets.demo_scenes import build, main
 
 NUM_TRAIN = 24
 NUM_VAL = 8
 SIZE = 128
 
 
-def load_script():
-    path = TOOLS / 'dataset_converters' / 'make_demo_scenes.py'
-    spec = importlib.util.spec_from_file_location('make_demo_scenes', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope='module')
-def script():
-    return load_script()
-
-
-@pytest.fixture(scope='module')
-def scenes(script, tmp_path_factory, fashion_mnist_source):
+def scenes(tmp_path_factory, fashion_mnist_source):
     """A small build of the demo scenes."""
     out = tmp_path_factory.mktemp('scenes')
-    summary = script.build(str(out), NUM_TRAIN, NUM_VAL, seed=3,
-                           src=fashion_mnist_source)
+    summary = build(str(out), NUM_TRAIN, NUM_VAL, seed=3,
+                    src=fashion_mnist_source)
     assert summary is not None
     return out
 
@@ -43,9 +32,9 @@ def relative_files(root):
         for folder, _, names in os.walk(root) for name in names)
 
 
-def test_same_bytes_twice_other_seed_differs(script, scenes, tmp_path):
+def test_same_bytes_twice_other_seed_differs(scenes, tmp_path):
     again = tmp_path / 'again'
-    assert script.build(str(again), NUM_TRAIN, NUM_VAL, seed=3) is not None
+    assert build(str(again), NUM_TRAIN, NUM_VAL, seed=3) is not None
     files = relative_files(scenes)
     assert files == relative_files(again)
     assert len(files) == 1 + 2 + 2 * (NUM_TRAIN + NUM_VAL) + NUM_TRAIN + \
@@ -54,10 +43,10 @@ def test_same_bytes_twice_other_seed_differs(script, scenes, tmp_path):
         scenes, again, files, shallow=False)
     assert not mismatch and not errors
     # complete data are not built again
-    assert script.build(str(again), NUM_TRAIN, NUM_VAL, seed=3) is None
+    assert build(str(again), NUM_TRAIN, NUM_VAL, seed=3) is None
 
     other = tmp_path / 'other'
-    script.build(str(other), NUM_TRAIN, NUM_VAL, seed=4)
+    build(str(other), NUM_TRAIN, NUM_VAL, seed=4)
     assert not filecmp.cmp(
         scenes / 'coco' / 'train' / '000001.jpg',
         other / 'coco' / 'train' / '000001.jpg',
@@ -129,8 +118,16 @@ def test_ade_label_maps_in_range(scenes):
 
 
 def test_cli_and_missing_source(tmp_path, capsys):
-    script = load_script()
-    assert script.main([str(tmp_path / 'none'), '--src',
-                        str(tmp_path)]) == 1
+    assert main([str(tmp_path / 'none'), '--src', str(tmp_path)]) == 1
     assert 'dataset-fashion-mnist' in capsys.readouterr().err
     assert not (tmp_path / 'none').exists()
+
+
+def test_script_reports_complete_data(scenes):
+    """The script, run as a user does, finds the data of its settings
+    complete and says so."""
+    result = run_tool('dataset_converters/make_demo_scenes.py', scenes,
+                      '--num-train', NUM_TRAIN, '--num-val', NUM_VAL,
+                      '--seed', 3)
+    assert result.returncode == 0
+    assert f'Demo scenes already complete in {scenes}' in result.stdout

@@ -1,6 +1,6 @@
-"""In-process tests of mmtnt.utils, mmtnt.engine and the tools' merge_args."""
+"""In-process tests of mmtnt.utils, mmtnt.engine and the command lines of
+tools/train.py and tools/test.py (mmtnt.engine.train_cli and test_cli)."""
 import argparse
-import importlib.util
 import io
 import os
 import os.path as osp
@@ -13,32 +13,20 @@ from mmengine.config import Config, ConfigDict
 from mmengine.logging import HistoryBuffer
 from mmengine.model import BaseDataPreprocessor
 from mmengine.optim import AmpOptimWrapper, OptimWrapper
-from tool_utils import BASE_CONFIG, TOOLS, free_port
+from tool_utils import BASE_CONFIG, free_port
 from torch._dynamo.testing import CompileCounter
 
-from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
+from mmtnt.engine import CompileHook, CPUAmpOptimWrapper, test_cli, train_cli
 from mmtnt.utils import (check_data_paths, cpu_model_wrapper_cfg,
                          init_cpu_process_group,
                          register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 
-def load_tool(name):
-    """Import ``tools/<name>.py`` as a module."""
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train_tool = load_tool('train')
-test_tool = load_tool('test')
-
-
-def parse(tool, monkeypatch, *argv):
-    """Parse ``argv`` with ``tool.parse_args``."""
-    monkeypatch.setattr('sys.argv', [f'{tool.__name__}.py', *map(str, argv)])
-    return tool.parse_args()
+def parse(tool, *argv):
+    """Parse ``argv`` with ``tool.parse_args`` (``train_cli`` or
+    ``test_cli``)."""
+    return tool.parse_args([str(arg) for arg in argv])
 
 
 # ---------------------------------------------------------------- checkpoint
@@ -285,16 +273,16 @@ def test_compile_hook_runs_the_data_preprocessor_eagerly():
 
 
 # ---------------------------------------------------------------- train.py
-def train_cfg(monkeypatch, *argv):
+def train_cfg(*argv):
     """merge_args of tools/train.py on the tiny config."""
-    args = parse(train_tool, monkeypatch, BASE_CONFIG, *argv)
-    return train_tool.merge_args(Config.fromfile(BASE_CONFIG), args)
+    args = parse(train_cli, BASE_CONFIG, *argv)
+    return train_cli.merge_args(Config.fromfile(BASE_CONFIG), args)
 
 
 @pytest.mark.parametrize('flag', ['--local-rank', '--local_rank'])
 def test_train_accepts_both_local_rank_spellings(flag, monkeypatch):
     monkeypatch.delenv('LOCAL_RANK', raising=False)
-    args = parse(train_tool, monkeypatch, BASE_CONFIG, flag, 1)
+    args = parse(train_cli, BASE_CONFIG, flag, 1)
     assert args.local_rank == 1
     assert os.environ['LOCAL_RANK'] == '1'
 
@@ -316,10 +304,10 @@ def amp_cfg(monkeypatch, device, *argv, **optim_wrapper):
     """merge_args of tools/train.py on the tiny config on ``device``, with
     ``optim_wrapper`` merged into the config's."""
     fake_device(monkeypatch, device)
-    args = parse(train_tool, monkeypatch, BASE_CONFIG, *argv)
+    args = parse(train_cli, BASE_CONFIG, *argv)
     cfg = Config.fromfile(BASE_CONFIG)
     cfg.optim_wrapper.update(optim_wrapper)
-    return train_tool.merge_args(cfg, args).optim_wrapper
+    return train_cli.merge_args(cfg, args).optim_wrapper
 
 
 NO_LOSS_SCALING = dict(enabled=False)
@@ -375,10 +363,10 @@ def test_train_amp_float16_on_the_cpu_is_refused(monkeypatch, argv,
 
 def test_train_tool_exits_with_the_amp_error(monkeypatch):
     fake_device(monkeypatch, 'cpu')
-    monkeypatch.setattr(
-        'sys.argv', ['train.py', str(BASE_CONFIG), '--amp-dtype', 'float16'])
-    with pytest.raises(SystemExit, match="got 'float16'.*--amp-dtype b"):
-        train_tool.main()
+    args = parse(train_cli, BASE_CONFIG, '--amp-dtype', 'float16')
+    message = "^tools/train.py: .*got 'float16'.*--amp-dtype b"
+    with pytest.raises(SystemExit, match=message):
+        train_cli.load_config(args)
 
 
 def test_amp_optim_wrapper_without_loss_scaling_is_a_pass_through(
@@ -403,88 +391,87 @@ def compile_hooks(cfg):
             if h['type'] == 'mmtnt.CompileHook']
 
 
-def test_train_compile_sets_the_runner_option(monkeypatch):
-    cfg = train_cfg(monkeypatch)
+def test_train_compile_sets_the_runner_option():
+    cfg = train_cfg()
     assert 'compile' not in cfg and not compile_hooks(cfg)
-    cfg = train_cfg(monkeypatch, '--compile', '--amp')
+    cfg = train_cfg('--compile', '--amp')
     assert cfg.compile is True and len(compile_hooks(cfg)) == 1
     assert cfg.optim_wrapper.type.endswith('AmpOptimWrapper')
     # The hook comes with compile=True from anywhere.
-    cfg = train_cfg(monkeypatch, '--cfg-options', 'compile=True')
+    cfg = train_cfg('--cfg-options', 'compile=True')
     assert len(compile_hooks(cfg)) == 1
     # torch.compile arguments of the config are kept; --cfg-options wins.
-    args = parse(train_tool, monkeypatch, BASE_CONFIG, '--compile')
+    args = parse(train_cli, BASE_CONFIG, '--compile')
     config = Config.fromfile(BASE_CONFIG)
     config.compile = dict(mode='max-autotune')
-    assert train_tool.merge_args(config, args).compile == dict(
+    assert train_cli.merge_args(config, args).compile == dict(
         mode='max-autotune')
-    cfg = train_cfg(monkeypatch, '--compile', '--cfg-options',
+    cfg = train_cfg('--compile', '--cfg-options',
                     'compile=False')
     assert cfg.compile is False and not compile_hooks(cfg)
 
 
-def test_train_merge_args(monkeypatch, tmp_path):
-    cfg = train_cfg(monkeypatch)
+def test_train_merge_args(tmp_path):
+    cfg = train_cfg()
     assert cfg.work_dir == './work_dirs/tnt_tiny_cls'
     assert cfg.launcher == 'none' and not cfg.resume
     assert not cfg.auto_scale_lr.get('enable', False)
-    cfg = train_cfg(monkeypatch, '--resume', '--work-dir', tmp_path,
+    cfg = train_cfg('--resume', '--work-dir', tmp_path,
                     '--launcher', 'pytorch', '--auto-scale-lr')
     assert cfg.resume and cfg.load_from is None
     assert cfg.work_dir == str(tmp_path) and cfg.launcher == 'pytorch'
     assert cfg.auto_scale_lr.enable
-    cfg = train_cfg(monkeypatch, '--resume', 'ckpt.pth', '--cfg-options',
+    cfg = train_cfg('--resume', 'ckpt.pth', '--cfg-options',
                     'train_cfg.max_epochs=7')
     assert cfg.resume and cfg.load_from == 'ckpt.pth'
     assert cfg.train_cfg.max_epochs == 7
 
 
-def test_train_auto_scale_lr_needs_base_batch_size(monkeypatch):
-    args = parse(train_tool, monkeypatch, BASE_CONFIG, '--auto-scale-lr')
+def test_train_auto_scale_lr_needs_base_batch_size():
+    args = parse(train_cli, BASE_CONFIG, '--auto-scale-lr')
     cfg = Config.fromfile(BASE_CONFIG)
     cfg.auto_scale_lr = dict(enable=False)
     with pytest.raises(ValueError, match='base_batch_size'):
-        train_tool.merge_args(cfg, args)
+        train_cli.merge_args(cfg, args)
 
 
 # ---------------------------------------------------------------- test.py
-def merged_test_cfg(monkeypatch, scope, *argv, **extra):
+def merged_test_cfg(scope, *argv, **extra):
     """merge_args of tools/test.py on the tiny config, in ``scope``."""
-    args = parse(test_tool, monkeypatch, BASE_CONFIG, 'ckpt.pth', *argv)
+    args = parse(test_cli, BASE_CONFIG, 'ckpt.pth', *argv)
     cfg = Config.fromfile(BASE_CONFIG)
     cfg.default_scope = scope
     cfg.merge_from_dict(extra)
-    return test_tool.merge_args(cfg, args)
+    return test_cli.merge_args(cfg, args)
 
 
-def test_test_merge_args_show_dir_per_task(monkeypatch):
-    cfg = merged_test_cfg(monkeypatch, 'mmpretrain', '--show-dir', 'vis')
+def test_test_merge_args_show_dir_per_task():
+    cfg = merged_test_cfg('mmpretrain', '--show-dir', 'vis')
     assert cfg.load_from == 'ckpt.pth'
     hook = cfg.default_hooks.visualization
     assert hook.enable and hook.interval == 1
     assert hook.out_dir == osp.join(os.getcwd(), 'vis')
-    cfg = merged_test_cfg(monkeypatch, 'mmdet', '--show-dir', 'vis')
+    cfg = merged_test_cfg('mmdet', '--show-dir', 'vis')
     assert cfg.default_hooks.visualization.draw
     assert cfg.default_hooks.visualization.test_out_dir == osp.abspath('vis')
-    cfg = merged_test_cfg(monkeypatch, 'mmseg', '--show-dir', 'vis')
+    cfg = merged_test_cfg('mmseg', '--show-dir', 'vis')
     assert cfg.default_hooks.visualization.draw
     assert cfg.visualizer.save_dir == osp.abspath('vis')
 
 
-def test_test_merge_args_tta(monkeypatch):
-    cfg = merged_test_cfg(monkeypatch, 'mmpretrain', '--tta')
+def test_test_merge_args_tta():
+    cfg = merged_test_cfg('mmpretrain', '--tta')
     assert cfg.model.type == 'mmpretrain.AverageClsScoreTTA'
     assert cfg.model.module.type == 'ImageClassifier'
     pipeline = cfg.test_dataloader.dataset.pipeline
     assert pipeline[-1].type == 'TestTimeAug'
     assert pipeline[-1].transforms[1] == [dict(type='PackInputs')]
-    cfg = merged_test_cfg(monkeypatch, 'mmdet', '--tta')
+    cfg = merged_test_cfg('mmdet', '--tta')
     assert cfg.model.type == 'mmdet.DetTTAModel'
     with pytest.raises(ValueError, match='tta_model'):
-        merged_test_cfg(monkeypatch, 'mmseg', '--tta')
+        merged_test_cfg('mmseg', '--tta')
     tta_pipeline = [dict(type='LoadImageFromFile'), dict(type='Mine')]
     cfg = merged_test_cfg(
-        monkeypatch,
         'mmseg',
         '--tta',
         tta_model=dict(type='SegTTAModel'),
@@ -493,6 +480,6 @@ def test_test_merge_args_tta(monkeypatch):
     assert cfg.test_dataloader.dataset.pipeline == tta_pipeline
 
 
-def test_test_rejects_unknown_scope(monkeypatch):
+def test_test_rejects_unknown_scope():
     with pytest.raises(ValueError, match='default_scope'):
-        merged_test_cfg(monkeypatch, 'mmengine', '--show-dir', 'vis')
+        merged_test_cfg('mmengine', '--show-dir', 'vis')

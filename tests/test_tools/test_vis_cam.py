@@ -1,4 +1,5 @@
-"""Checks of ``tools/visualization/vis_cam.py``.
+"""Checks of ``tools/visualization/vis_cam.py`` and
+:mod:`mmtnt.visualization`, which does its work.
 
 * The tool run as a user does, on the Fashion-MNIST demo config with a
   checkpoint of seeded initial weights and a drawn 28x28 grayscale image.
@@ -13,10 +14,16 @@ import mmcv
 import numpy as np
 import pytest
 import torch
-from demo_runs import describe, load_tool_module, run_tool
+from demo_runs import describe, run_tool
 from mmengine.config import Config
 from mmpretrain.models import ImageClassifier, LinearClsHead
 from tiny_backbones import TINY_BACKBONES
+
+from mmtnt.visualization import (CAMReshape, blend_cam, build_classifier,
+                                 compute_cam, crop_to_image,
+                                 default_target_layers, load_image,
+                                 resolve_layer)
+from mmtnt.visualization.cam_cli import main
 
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 # Two input sizes (H, W) per family: one a multiple of every stride, one
@@ -29,11 +36,6 @@ SIZES = {
     'SVT': [(96, 96), (100, 132)],
 }
 NUM_CLASSES = 5
-
-
-@pytest.fixture(scope='module')
-def vis_cam():
-    return load_tool_module('visualization/vis_cam.py')
 
 
 def tiny_classifier(family, **kwargs):
@@ -70,9 +72,8 @@ def drawn_fashion_image(path):
 @pytest.fixture(scope='module')
 def demo_checkpoint(tmp_path_factory):
     """The demo model's seeded initial weights, in mmengine's format."""
-    vis_cam = load_tool_module('visualization/vis_cam.py')
     torch.manual_seed(0)
-    model = vis_cam.build_classifier(Config.fromfile(DEMO_CONFIG))
+    model = build_classifier(Config.fromfile(DEMO_CONFIG))
     path = tmp_path_factory.mktemp('vis_cam') / 'demo_init.pth'
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
     return path
@@ -105,13 +106,13 @@ def test_command_line_on_demo(demo_checkpoint, tmp_path):
     check_png(out, 32, 32)
 
 
-def test_main_options_and_errors(vis_cam, demo_checkpoint, tmp_path, capsys):
+def test_main_options_and_errors(demo_checkpoint, tmp_path, capsys):
     """Several categories give one PNG each, other methods work, and bad
     target layers or a detector config stop with a clear message."""
     image = tmp_path / 'trousers.png'
     drawn_fashion_image(image)
     common = [str(image), DEMO_CONFIG, str(demo_checkpoint)]
-    vis_cam.main(common + [
+    main(common + [
         '--method', 'EigenCAM', '--target-category', '1', '7',
         '--target-layers', 'backbone.blocks[-2].outer', '--save-path',
         str(tmp_path / 'cam.png')
@@ -121,7 +122,7 @@ def test_main_options_and_errors(vis_cam, demo_checkpoint, tmp_path, capsys):
     assert 'Target category: 7 (Sneaker)' in out
     for category in (1, 7):
         check_png(tmp_path / f'cam_{category}.png', 32, 32)
-    vis_cam.main(common + [
+    main(common + [
         '--method', 'gradcam++', '--aug-smooth', '--eigen-smooth',
         '--save-path',
         str(tmp_path / 'smooth.png')
@@ -132,28 +133,27 @@ def test_main_options_and_errors(vis_cam, demo_checkpoint, tmp_path, capsys):
     with pytest.raises(SystemExit, match=r'backbone\.blocks\[-1\]\.outer '
                        r'has no submodule .norm3.*backbone\.blocks\[-1\]'
                        r'\.outer\.norm1'):
-        vis_cam.main(common +
-                     ['--target-layers', 'backbone.blocks[-1].outer.norm3'])
+        main(common + ['--target-layers', 'backbone.blocks[-1].outer.norm3'])
     with pytest.raises(SystemExit, match='has 4 items'):
-        vis_cam.main(common + ['--target-layers', 'backbone.blocks[4]'])
+        main(common + ['--target-layers', 'backbone.blocks[4]'])
     with pytest.raises(SystemExit, match='returns a tuple'):
-        vis_cam.main(common + ['--target-layers', 'backbone.blocks[0]'])
+        main(common + ['--target-layers', 'backbone.blocks[0]'])
     with pytest.raises(SystemExit, match='out of range'):
-        vis_cam.main(common + ['--target-category', '10'])
+        main(common + ['--target-category', '10'])
     detector = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
     with pytest.raises(SystemExit, match='image classifiers'):
-        vis_cam.main([str(image), detector, str(demo_checkpoint)])
+        main([str(image), detector, str(demo_checkpoint)])
 
 
-def test_load_image_uses_test_pipeline(vis_cam):
+def test_load_image_uses_test_pipeline():
     """A grayscale picture becomes the demo's 1-channel, normalised,
     resized input; the picture to draw on is its resized copy in BGR."""
     torch.manual_seed(0)
     cfg = Config.fromfile(DEMO_CONFIG)
-    model = vis_cam.build_classifier(cfg)
+    model = build_classifier(cfg)
     img = np.zeros((28, 28), np.uint8)
     img[:, 14:] = 255
-    inputs, image = vis_cam.load_image(img, cfg, model)
+    inputs, image = load_image(img, cfg, model)
     assert inputs.shape == (1, 1, 32, 32)
     assert image.shape == (32, 32, 3) and image.dtype == np.uint8
     assert (image[:, :, 0] == image[:, :, 2]).all()
@@ -164,16 +164,16 @@ def test_load_image_uses_test_pipeline(vis_cam):
 
 
 @pytest.mark.parametrize('family', sorted(TINY_BACKBONES))
-def test_cam_of_every_family(vis_cam, family, tmp_path):
+def test_cam_of_every_family(family, tmp_path):
     """Default target layers give a real map of the image's size, at an
     input size that the backbone pads and one it does not."""
     model = tiny_classifier(family)
-    layers = vis_cam.default_target_layers(model)
+    layers = default_target_layers(model)
     assert len(layers) == 1
-    vis_cam.resolve_layer(model, layers[0])
+    resolve_layer(model, layers[0])
     for height, width in SIZES[family]:
         inputs, img = blob_image(height, width)
-        cams, categories, scores = vis_cam.compute_cam(model, inputs)
+        cams, categories, scores = compute_cam(model, inputs)
         assert cams.shape == (1, height, width)
         assert cams.dtype == np.float32
         assert cams.min() >= 0 and cams.max() <= 1
@@ -184,11 +184,11 @@ def test_cam_of_every_family(vis_cam, family, tmp_path):
         assert scores[0] == pytest.approx(
             float(logits.softmax(-1).max()), rel=1e-5)
         path = tmp_path / f'{family}_{height}x{width}.png'
-        mmcv.imwrite(vis_cam.blend_cam(img, cams[0]), str(path))
+        mmcv.imwrite(blend_cam(img, cams[0]), str(path))
         check_png(path, height, width)
 
 
-def test_default_target_layers(vis_cam):
+def test_default_target_layers():
     expected = {
         'TNT': 'backbone.blocks[1].outer.norm1',
         'PyramidTNT': 'backbone.norm',
@@ -196,18 +196,17 @@ def test_default_target_layers(vis_cam):
         'SVT': 'backbone.stages[3].norm',
     }
     for family, layer in expected.items():
-        assert vis_cam.default_target_layers(
+        assert default_target_layers(
             tiny_classifier(family)) == [layer]
 
 
-def test_tnt_tokens_after_last_attention_give_no_gradient(vis_cam):
+def test_tnt_tokens_after_last_attention_give_no_gradient():
     """Why TNT's default is the last sentence attention's input: with a
     class-token head, the last block's output tokens do not reach the
     score, and their Grad-CAM is empty."""
     model = tiny_classifier('TNT')
     inputs, _ = blob_image(64, 64)
-    cams, _, _ = vis_cam.compute_cam(model, inputs,
-                                     ['backbone.blocks[-1].outer'])
+    cams, _, _ = compute_cam(model, inputs, ['backbone.blocks[-1].outer'])
     assert cams.max() == 0
 
 
@@ -219,16 +218,15 @@ def test_tnt_tokens_after_last_attention_give_no_gradient(vis_cam):
         ('PCPVT', {}, (96, 128), (3, 4), 0),
         ('SVT', {}, (96, 128), (3, 4), 0),
     ])
-def test_gradcam_is_class_activation_mapping(vis_cam, family, kwargs, size,
-                                             grid, extra):
+def test_gradcam_is_class_activation_mapping(family, kwargs, size, grid,
+                                             extra):
     """With average pooling and a linear head, Grad-CAM at the pooled norm
     is the class activation mapping: each token's contribution to the
     score, ``relu(w_k . token)``. Computed here from the tokens laid on the
     row-major grid, it must match the tool's map pixel for pixel."""
     from pytorch_grad_cam.utils.image import scale_cam_image
     model = tiny_classifier(family, **kwargs)
-    layer = vis_cam.resolve_layer(model,
-                                  vis_cam.default_target_layers(model)[0])
+    layer = resolve_layer(model, default_target_layers(model)[0])
     inputs, _ = blob_image(*size)
     outputs = []
     handle = layer.register_forward_hook(lambda m, a, out: outputs.append(
@@ -241,7 +239,7 @@ def test_gradcam_is_class_activation_mapping(vis_cam, family, kwargs, size,
     contribution = (tokens @ weight).relu().reshape(grid).numpy()
     expected = scale_cam_image(contribution[None], size[::-1])
     expected = scale_cam_image(expected)
-    cams, categories, _ = vis_cam.compute_cam(model, inputs)
+    cams, categories, _ = compute_cam(model, inputs)
     assert categories == [category]
     assert expected.max() > 0.5
     np.testing.assert_allclose(cams, expected, atol=1e-4)
@@ -268,12 +266,12 @@ def pattern_tokens(grid, extra, channels=3):
         # stage 1 of PyramidTNT (stride 16) on 48x80 pixels
         ('PyramidTNT', (48, 80), (3, 5), 0),
     ])
-def test_reshape_places_tokens(vis_cam, family, size, grid, extra):
+def test_reshape_places_tokens(family, size, grid, extra):
     """Tokens of a known pattern land on their cells of the map: rows and
     columns in place, the class token dropped; the grid comes from the
     size recorded at the forward."""
     model = tiny_classifier(family)
-    reshape = vis_cam.CAMReshape(model)
+    reshape = CAMReshape(model)
     try:
         with torch.no_grad():
             model.backbone(torch.rand(1, 3, *size))
@@ -293,10 +291,10 @@ def test_reshape_places_tokens(vis_cam, family, size, grid, extra):
         reshape(pattern_tokens((grid[0] + 1, grid[1]), extra))
 
 
-def test_reshape_follows_input_size(vis_cam):
+def test_reshape_follows_input_size():
     """The same layer on another input size gives that size's grid."""
     model = tiny_classifier('TNT')
-    reshape = vis_cam.CAMReshape(model)
+    reshape = CAMReshape(model)
     try:
         for (height, width), grid in [((64, 64), (4, 4)), ((32, 96), (2, 6)),
                                       ((40, 72), (3, 5))]:
@@ -307,18 +305,18 @@ def test_reshape_follows_input_size(vis_cam):
         reshape.remove()
 
 
-def test_crop_to_image(vis_cam):
+def test_crop_to_image():
     """A map of a padded input is resampled onto the image: each cell then
     holds the value at its centre on the image."""
     # 4 columns of 8 pixels (centres 4, 12, 20, 28) over a 28-pixel image
     # padded to 32; 2 rows of 8 pixels, not padded.
     centres = torch.arange(4.) * 8 + 4
     fmap = centres.view(1, 1, 1, 4).expand(2, 3, 2, 4).contiguous()
-    out = vis_cam.crop_to_image(fmap, 8, (16, 28))
+    out = crop_to_image(fmap, 8, (16, 28))
     assert out.shape == fmap.shape
     # New centres at 3.5, 10.5, 17.5, 24.5; the first lies beyond the first
     # old centre and takes its value.
     expected = torch.tensor([4., 10.5, 17.5, 24.5])
     assert torch.allclose(out, expected.expand_as(out), atol=1e-5)
     # Nothing is padded: the map is returned as it is.
-    assert vis_cam.crop_to_image(fmap, 8, (16, 32)) is fmap
+    assert crop_to_image(fmap, 8, (16, 32)) is fmap

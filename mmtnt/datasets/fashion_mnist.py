@@ -1,0 +1,253 @@
+"""Put Fashion-MNIST where mmpretrain's ``FashionMNIST`` dataset reads it.
+
+The embedded demo (``configs/demo/``) trains on Fashion-MNIST without any
+download: the four gzipped idx files come from the Debian package
+``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``), or
+from any folder given as ``src`` that holds them (gzipped or not).
+:func:`prepare` writes the un-gzipped files mmpretrain expects
+(``train-images-idx3-ubyte``, ...) and does nothing when they are already
+there and complete; :func:`main` is the command line of
+``tools/dataset_converters/prepare_fashion_mnist.py``. The module uses only
+the Python standard library.
+
+Examples:
+    >>> from mmtnt.datasets.fashion_mnist import prepare
+    >>> prepare('data/fashion_mnist')  # doctest: +SKIP
+    ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', ...]
+"""
+import argparse
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+DEB_PACKAGE = 'dataset-fashion-mnist'
+DEB_DIR = '/usr/share/datasets/fashion-mnist'
+
+# Un-gzipped name -> (idx magic number, number of items).
+# 2051: unsigned-byte 3-d tensor (images), 2049: 1-d tensor (labels).
+FILES = {
+    'train-images-idx3-ubyte': (2051, 60000),
+    'train-labels-idx1-ubyte': (2049, 60000),
+    't10k-images-idx3-ubyte': (2051, 10000),
+    't10k-labels-idx1-ubyte': (2049, 10000),
+}
+IMAGE_SIZE = 28
+
+
+def expected_size(name):
+    """Byte size of a complete un-gzipped file.
+
+    Args:
+        name (str): A key of ``FILES``.
+
+    Returns:
+        int: The header's and the items' bytes.
+
+    Examples:
+        >>> expected_size('t10k-labels-idx1-ubyte')
+        10008
+    """
+    magic, num = FILES[name]
+    if magic == 2051:
+        return 16 + num * IMAGE_SIZE * IMAGE_SIZE
+    return 8 + num
+
+
+def is_complete(path, name):
+    """Whether ``path`` is a complete idx file of the kind ``name`` names.
+
+    Args:
+        path (str): The file to check.
+        name (str): A key of ``FILES``: its magic number, item count and
+            size are checked.
+
+    Returns:
+        bool: True when the file exists with the expected size and header.
+    """
+    if not os.path.isfile(path) or os.path.getsize(path) != expected_size(
+            name):
+        return False
+    magic, num = FILES[name]
+    with open(path, 'rb') as f:
+        header = f.read(8)
+    return (int.from_bytes(header[:4], 'big') == magic
+            and int.from_bytes(header[4:8], 'big') == num)
+
+
+def package_dirs():
+    """Folders that the Debian package installed the idx files into.
+
+    Returns:
+        list[str]: The folders that ``dpkg -L`` lists for the package's
+        files (none without dpkg or the package), then ``DEB_DIR``, the
+        usual place.
+    """
+    try:
+        out = subprocess.run(['dpkg', '-L', DEB_PACKAGE],
+                             capture_output=True,
+                             text=True,
+                             check=False)
+    except OSError:  # no dpkg on this system
+        out = None
+    dirs = []
+    if out is not None and out.returncode == 0:
+        for line in out.stdout.splitlines():
+            if line.endswith('train-images-idx3-ubyte.gz'):
+                dirs.append(os.path.dirname(line))
+    dirs.append(DEB_DIR)  # usual place, even if dpkg is unavailable
+    return dirs
+
+
+def find_source(name, src_dirs):
+    """First existing ``name`` or ``name.gz`` in ``src_dirs``.
+
+    Args:
+        name (str): An un-gzipped file name, e.g. a key of ``FILES``.
+        src_dirs (list[str]): Folders to look in, in order.
+
+    Returns:
+        str | None: The path found (the gzipped file first in each
+        folder), or None.
+
+    Examples:
+        >>> find_source('train-images-idx3-ubyte', package_dirs())
+        '/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz'
+    """
+    for folder in src_dirs:
+        for candidate in (name + '.gz', name):
+            path = os.path.join(folder, candidate)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def copy_uncompressed(src, dst):
+    """Write ``src`` (gzipped or not) to ``dst`` atomically: through a
+    temporary file in ``dst``'s folder, renamed when complete.
+
+    Args:
+        src (str): The source file; gzipped when it ends in ``.gz``.
+        dst (str): The un-gzipped file to write.
+    """
+    opener = gzip.open if src.endswith('.gz') else open
+    folder = os.path.dirname(os.path.abspath(dst))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
+    try:
+        with opener(src, 'rb') as fin, os.fdopen(fd, 'wb') as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        os.chmod(tmp, 0o644)  # mkstemp creates files readable by owner only
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def prepare(out_dir, src=None):
+    """Fill ``out_dir`` with the four un-gzipped files of ``FILES``.
+
+    Files already complete there are kept.
+
+    Args:
+        out_dir (str): The output folder, made if missing.
+        src (str, optional): A folder holding the idx files, gzipped or
+            not. Defaults to the Debian package's (:func:`package_dirs`).
+
+    Returns:
+        list[str]: The names written; empty when all were complete.
+
+    Raises:
+        FileNotFoundError: When a source file is missing; the message says
+            where it looked and how to install the package.
+        RuntimeError: When a source file is not a complete idx file.
+
+    Examples:
+        >>> prepare('data/fashion_mnist')  # doctest: +SKIP
+        ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte',
+         't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte']
+        >>> prepare('data/fashion_mnist')  # doctest: +SKIP
+        []
+    """
+    src_dirs = [src] if src else package_dirs()
+    todo = [
+        name for name in FILES
+        if not is_complete(os.path.join(out_dir, name), name)
+    ]
+    if not todo:
+        return []
+    sources = {name: find_source(name, src_dirs) for name in todo}
+    missing = [name for name, path in sources.items() if path is None]
+    if missing:
+        where = ', '.join(src_dirs)
+        hint = ('check the folder given with --src' if src else
+                f'install the Debian package {DEB_PACKAGE} '
+                f'(sudo apt-get install {DEB_PACKAGE}) or pass --src DIR')
+        raise FileNotFoundError(
+            f'Fashion-MNIST files not found ({", ".join(missing)}; looked '
+            f'in {where}): {hint}.')
+    os.makedirs(out_dir, exist_ok=True)
+    for name in todo:
+        dst = os.path.join(out_dir, name)
+        copy_uncompressed(sources[name], dst)
+        if not is_complete(dst, name):
+            os.remove(dst)
+            raise RuntimeError(f'{sources[name]} is not a complete '
+                               f'Fashion-MNIST idx file ({name}).')
+    return todo
+
+
+def parse_args(argv=None):
+    """Parse ``[OUT_DIR] [--src DIR]``.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Returns:
+        argparse.Namespace: ``out_dir`` and ``src``.
+    """
+    parser = argparse.ArgumentParser(
+        description='Un-gzip Fashion-MNIST (Debian package '
+        f'{DEB_PACKAGE}) into the layout of mmpretrain\'s FashionMNIST.')
+    parser.add_argument(
+        'out_dir',
+        nargs='?',
+        default=os.path.join('data', 'fashion_mnist'),
+        help='output folder (default: data/fashion_mnist)')
+    parser.add_argument(
+        '--src',
+        help='folder holding the idx files, gzipped or not (default: the '
+        f'files of the Debian package {DEB_PACKAGE}, found with dpkg -L)')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    """The command line of
+    ``tools/dataset_converters/prepare_fashion_mnist.py``: :func:`prepare`
+    and a line that says what it did.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Returns:
+        int: The exit status: 0, or 1 (with an ``error:`` line on stderr)
+        when the files are missing or broken.
+
+    Examples:
+        >>> main(['data/fashion_mnist'])  # doctest: +SKIP
+        Fashion-MNIST already complete in data/fashion_mnist
+        0
+    """
+    args = parse_args(argv)
+    try:
+        written = prepare(args.out_dir, args.src)
+    except (FileNotFoundError, RuntimeError) as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 1
+    if written:
+        print(f'Fashion-MNIST written to {args.out_dir}: {", ".join(written)}')
+    else:
+        print(f'Fashion-MNIST already complete in {args.out_dir}')
+    return 0

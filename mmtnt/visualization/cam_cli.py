@@ -1,0 +1,173 @@
+"""The command line of ``tools/visualization/vis_cam.py``: draw the class
+activation map of an mmtnt classifier on an image and save it as a PNG."""
+import argparse
+import os.path as osp
+
+import mmcv
+from mmengine.config import Config, DictAction
+
+from .cam import METHODS, blend_cam, compute_cam
+from .inputs import build_classifier, load_image
+from .target_layers import (default_target_layers, layer_expression,
+                            layer_name, resolve_layer)
+
+
+def parse_args(argv=None):
+    """Parse ``IMG CONFIG CHECKPOINT [options]``.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Returns:
+        argparse.Namespace: The parsed arguments.
+
+    Raises:
+        SystemExit: For an unknown ``--method`` (argparse's usage error).
+    """
+    parser = argparse.ArgumentParser(
+        description='Draw the class activation map of an mmtnt classifier '
+        'on an image.')
+    parser.add_argument('img', help='the image file')
+    parser.add_argument('config', help='the classifier config')
+    parser.add_argument('checkpoint', help='the checkpoint')
+    parser.add_argument(
+        '--target-layers',
+        nargs='+',
+        default=[],
+        help='layers whose outputs make the CAM, as Python expressions '
+        'relative to the model, e.g. "backbone.stages[-1].blocks[-1].norm1" '
+        '(several are averaged); default: chosen from the backbone type')
+    parser.add_argument(
+        '--method',
+        default='gradcam',
+        help=f'the CAM method, one of {", ".join(METHODS)} '
+        '(case-insensitive)')
+    parser.add_argument(
+        '--target-category',
+        nargs='+',
+        type=int,
+        default=[],
+        help='class indices to explain, one map each; default: the '
+        'predicted class')
+    parser.add_argument(
+        '--eigen-smooth',
+        action='store_true',
+        help='keep the first principal component of the weighted outputs '
+        '(less noise)')
+    parser.add_argument(
+        '--aug-smooth',
+        action='store_true',
+        help='average the maps of flipped and rescaled-intensity copies of '
+        'the image')
+    parser.add_argument(
+        '--save-path',
+        help='the PNG to write; with several categories, NAME_<category>.png '
+        'per category. Without it the picture is shown in a window')
+    parser.add_argument(
+        '--device', default='cpu', help='e.g. cpu or cuda:0 (default: cpu)')
+    parser.add_argument(
+        '--preview-model',
+        action='store_true',
+        help='print the names of the layers that may be targeted and exit')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config, key=value')
+    args = parser.parse_args(argv)
+    if args.method.lower() not in METHODS:
+        parser.error(f'unknown --method {args.method!r}: choose one of '
+                     f'{", ".join(METHODS)}.')
+    return args
+
+
+def output_paths(save_path, categories):
+    """One PNG per category: ``save_path`` itself for one category,
+    ``NAME_<category>.EXT`` for several.
+
+    Args:
+        save_path (str | None): ``--save-path``; None shows the pictures.
+        categories (list[int]): The categories drawn.
+
+    Returns:
+        list[str | None]: A path (or None) per category.
+
+    Examples:
+        >>> output_paths('cam.png', [1, 7])
+        ['cam_1.png', 'cam_7.png']
+    """
+    if save_path is None:
+        return [None] * len(categories)
+    if len(categories) == 1:
+        return [save_path]
+    stem, ext = osp.splitext(save_path)
+    return [f'{stem}_{c}{ext or ".png"}' for c in categories]
+
+
+def main(argv=None):
+    """Draw the CAM of each target category of an image and save it (or
+    show it, without ``--save-path``), printing the target layers and each
+    category's score.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Raises:
+        SystemExit: With ``Error: ...`` when the config builds no image
+            classifier, or the image, the target layers or the categories
+            do not suit the model.
+
+    Examples:
+        >>> main(['shirt.png', 'configs/demo/tnt-demo_1xb128_fashion-mnist.py',
+        ...       'work_dirs/demo/epoch_4.pth', '--save-path', 'cam.png'])
+        ... # doctest: +SKIP
+        Target layers: backbone.blocks[3].outer.norm1
+        Target category: 1 (Trouser), score 0...
+        Saved the CAM to cam.png
+    """
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    try:
+        model = build_classifier(cfg, args.checkpoint, args.device)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f'Error: {error}')
+    if args.preview_model:
+        for name, _ in model.named_modules():
+            if name:
+                print(layer_expression(name))
+        return
+    try:
+        inputs, image = load_image(args.img, cfg, model)
+        layers = args.target_layers or default_target_layers(model)
+        modules = [resolve_layer(model, layer) for layer in layers]
+        print('Target layers: ' +
+              ', '.join(layer_name(model, m) for m in modules))
+        cams, categories, scores = compute_cam(
+            model,
+            inputs,
+            modules,
+            method=args.method,
+            categories=args.target_category,
+            eigen_smooth=args.eigen_smooth,
+            aug_smooth=args.aug_smooth)
+    except ValueError as error:
+        raise SystemExit(f'Error: {error}')
+    classes = getattr(model, '_dataset_meta', {}).get('classes')
+    for cam, category, score, path in zip(
+            cams, categories, scores, output_paths(args.save_path,
+                                                   categories)):
+        name = f' ({classes[category]})' if classes else ''
+        print(f'Target category: {category}{name}, score {score:.4f}')
+        if cam.max() - cam.min() < 1e-6:
+            print(f'Warning: the CAM of category {category} is flat: the '
+                  'target layers do not change its score (e.g. tokens after '
+                  'the last attention of a class-token model); choose '
+                  'earlier ones with --target-layers.')
+        drawn = blend_cam(image, cam)
+        if path is None:
+            mmcv.imshow(drawn, win_name=f'{args.method} {category}')
+        else:
+            mmcv.imwrite(drawn, path)
+            print(f'Saved the CAM to {path}')

@@ -1,0 +1,154 @@
+"""The layers a class activation map is made from: named by Python
+expressions relative to the model (``'backbone.stages[-1].norm'``), with a
+default for every backbone."""
+import ast
+
+import torch.nn as nn
+from mmengine.utils.dl_utils import is_norm
+
+
+def layer_expression(name):
+    """A ``named_modules`` name written as a Python expression.
+
+    Examples:
+        >>> layer_expression('backbone.stages.3.blocks.0.norm1')
+        'backbone.stages[3].blocks[0].norm1'
+    """
+    out = ''
+    for part in name.split('.'):
+        out += f'[{part}]' if part.isdigit() else ('.' if out else '') + part
+    return out
+
+
+def _children(module, expression):
+    """The expressions of the children of ``module``, named
+    ``expression``."""
+    names = [
+        layer_expression(f'{expression}.{n}' if expression else n)
+        for n, _ in module.named_children()
+    ]
+    return ', '.join(names) or '(none: it is a leaf module)'
+
+
+def resolve_layer(model, expression):
+    """Find the submodule of ``model`` that ``expression`` names.
+
+    Args:
+        model (nn.Module): The model.
+        expression (str): Attributes and integer indices from the model,
+            e.g. ``'backbone.stages[-1].blocks[-1].norm1'``; a
+            ``named_modules`` name (``'backbone.stages.3.norm'``) works too.
+
+    Returns:
+        nn.Module: The layer.
+
+    Raises:
+        ValueError: If the expression names no submodule; the message lists
+            the submodules where the lookup stopped.
+
+    Examples:
+        >>> layer = resolve_layer(model, 'backbone.blocks[-1].outer.norm1')
+        >>> type(layer).__name__, layer is resolve_layer(
+        ...     model, 'backbone.blocks.3.outer.norm1')
+        ('LayerNorm', True)
+    """
+    modules = dict(model.named_modules())
+    if expression in modules and expression:
+        return modules[expression]
+    try:
+        node = ast.parse(expression.strip(), mode='eval').body
+    except SyntaxError:
+        node = None
+    steps = []
+    while node is not None:
+        if isinstance(node, ast.Attribute):
+            steps.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            try:
+                index = ast.literal_eval(node.slice)
+            except ValueError:
+                index = None
+            if not isinstance(index, int):
+                node = None
+                break
+            steps.append(index)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            steps.append(node.id)
+            break
+        else:
+            node = None
+    if node is None:
+        raise ValueError(
+            f'Cannot read the target layer {expression!r}: write attributes '
+            f'and integer indices from the model, e.g. '
+            f'"backbone.stages[-1].norm". The model has: '
+            f'{_children(model, "")}.')
+    layer, path = model, ''
+    for step in reversed(steps):
+        if isinstance(step, int):
+            if not isinstance(layer, (nn.ModuleList, nn.Sequential)):
+                raise ValueError(
+                    f'Target layer {expression!r}: {path} is a '
+                    f'{type(layer).__name__}, which cannot be indexed; its '
+                    f'submodules are {_children(layer, path)}.')
+            if not -len(layer) <= step < len(layer):
+                raise ValueError(
+                    f'Target layer {expression!r}: {path} has '
+                    f'{len(layer)} items, there is no [{step}].')
+            layer, path = layer[step], f'{path}[{step}]'
+            continue
+        child = layer._modules.get(step) if isinstance(layer,
+                                                       nn.Module) else None
+        if child is None:
+            where = path or 'the model'
+            raise ValueError(
+                f'Target layer {expression!r}: {where} has no submodule '
+                f'{step!r}; its submodules are '
+                f'{_children(layer, path)}.')
+        layer, path = child, f'{path}.{step}' if path else step
+    return layer
+
+
+def layer_name(model, layer):
+    """The expression naming ``layer`` in ``model`` (or its repr)."""
+    for name, module in model.named_modules():
+        if module is layer:
+            return layer_expression(name)
+    return repr(layer)
+
+
+def default_target_layers(model):
+    """The layers whose CAM is drawn unless ``--target-layers`` is given.
+
+    - mmtnt backbones: the layer whose tokens their last output is made
+      from (``token_layer``): the final norm, or the last stage's, whose
+      tokens the head averages; for TNT with a class-token output, the norm
+      before the last block's sentence attention, where the class token
+      reads the sentences.
+    - Other backbones: the last normalisation layer of the backbone.
+
+    Args:
+        model (ImageClassifier): The model.
+
+    Returns:
+        list[str]: Target layer expressions.
+
+    Examples:
+        >>> default_target_layers(model)  # the Fashion-MNIST demo's TNT
+        ['backbone.blocks[3].outer.norm1']
+    """
+    backbone = model.backbone
+    token_layer = getattr(backbone, 'token_layer', None)
+    if token_layer is not None:
+        return [layer_expression(f'backbone.{token_layer()}')]
+    norms = [
+        name for name, module in backbone.named_modules(prefix='backbone')
+        if is_norm(module)
+    ]
+    if not norms:
+        raise ValueError(
+            f'No default target layer for a {type(backbone).__name__} '
+            'backbone: give --target-layers.')
+    return [layer_expression(norms[-1])]
