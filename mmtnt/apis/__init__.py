@@ -1,12 +1,15 @@
 """Inference on images with mmtnt models, for the three tasks, models by
-name (``list_models``, ``get_model``, ``inference_model``) and their feature
-maps (``FeatureExtractor``)."""
+name (``list_models``, ``get_model``, ``inference_model``), the builder
+they share with :mod:`mmtnt.deploy` (``model_config``, ``init_model``) and
+their feature maps (``FeatureExtractor``)."""
 from .features import FeatureExtractor
 from .inference import (ClassificationInferencer, build_inferencer,
                         summarize_prediction)
-from .model import get_model, inference_model, list_models
+from .model import (get_model, inference_model, init_model, list_models,
+                    model_config)
 
 __all__ = [
     'ClassificationInferencer', 'FeatureExtractor', 'build_inferencer',
-    'get_model', 'inference_model', 'list_models', 'summarize_prediction'
+    'get_model', 'inference_model', 'init_model', 'list_models',
+    'model_config', 'summarize_prediction'
 ]

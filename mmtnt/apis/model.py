@@ -1,5 +1,7 @@
 """Models by name: ``list_models``, ``get_model`` and ``inference_model``
-over mmtnt's model index, as ``mmpretrain.apis`` are over mmpretrain's.
+over mmtnt's model index, as ``mmpretrain.apis`` are over mmpretrain's, and
+the one model builder they and :mod:`mmtnt.deploy` share (``model_config``
+and ``init_model``: built under the config's scope, none left behind).
 
 The names are those of ``configs/*/metafile.yml`` (``mim search mmtnt``);
 each names a config, of any of the three tasks. ``pretrained=True`` loads
@@ -8,6 +10,7 @@ downloaded, converted and cached on first use.
 """
 import copy
 import fnmatch
+import logging
 import warnings
 from pathlib import Path
 
@@ -85,10 +88,33 @@ def _index_entry(name):
                      'list_models() gives the names.')
 
 
-def _config_and_weights(model, pretrained):
-    """The config of a name, path or Config, and the weights to load: for
-    ``pretrained=True``, a named model's published weights
-    (``mmtnt://NAME``), else the config's ``load_from``."""
+def model_config(model, pretrained=False):
+    """The config of a model name, config file or Config, and the weights
+    that ``pretrained`` asks for.
+
+    Args:
+        model (str | Config): A model name (:func:`list_models`, in any
+            case), a config file (``.py``) or a loaded config (copied).
+        pretrained (bool | str): True for a named model's published weights
+            (``mmtnt://NAME``), else the config's ``load_from``, with a
+            warning where there is neither; a checkpoint (file, URL or
+            ``mmtnt://NAME[@SOURCE]``); False for none. Defaults to False.
+
+    Returns:
+        tuple[Config, str | None]: The config and the checkpoint to load
+        (None: keep the initialised weights).
+
+    Raises:
+        ValueError: For a name that is not in the model index.
+        TypeError: For anything else than a name, a file or a Config.
+
+    Examples:
+        >>> from mmtnt.apis import model_config
+        >>> config, checkpoint = model_config('twins-svt-small_8xb128_in1k',
+        ...                                   pretrained=True)
+        >>> config.default_scope, checkpoint
+        ('mmpretrain', 'mmtnt://twins-svt-small_8xb128_in1k')
+    """
     if isinstance(model, Config):
         config = copy.deepcopy(model)
         published = None
@@ -110,6 +136,92 @@ def _config_and_weights(model, pretrained):
     return config, pretrained or None
 
 
+def init_model(config, checkpoint=None, init_weights=False):
+    """Build the model of a config under the config's default scope, with
+    its weights: the one builder behind :func:`get_model` and
+    :func:`mmtnt.deploy.build_model`.
+
+    The registries look names up in the config's ``default_scope`` during
+    the build only (``DefaultScope.overwrite_default_scope``): no default
+    scope is left behind for the next build of another library. As in
+    mmengine's Runner, a top-level ``data_preprocessor`` is the model's
+    unless the model names its own; ``config`` is not changed.
+
+    Args:
+        config (Config): A config whose ``default_scope`` is
+            ``'mmpretrain'``, ``'mmseg'`` or ``'mmdet'``.
+        checkpoint (str, optional): The weights: a file, a URL or
+            ``mmtnt://NAME[@SOURCE]``, checked or fetched
+            (:func:`mmtnt.hub.prepare_checkpoint`) before the model is
+            built, so that a missing file or failed download ends in one
+            message. None keeps the initialised weights.
+        init_weights (bool): Without a checkpoint, initialise the weights
+            as the model's ``init_cfg`` says (``init_weights()``, without
+            its log of every parameter), as training starts, instead of
+            keeping the layers' own initialisation. Defaults to False.
+
+    Returns:
+        BaseModel: On the CPU, in eval mode, with ``cfg`` (the config),
+        ``dataset_meta`` (the checkpoint's classes, else those of the
+        config's test dataset class) and mmpretrain's ``_config``,
+        ``_dataset_meta`` and ``_metainfo``.
+
+    Raises:
+        ValueError: For another ``default_scope``.
+        CheckpointFileError: For a checkpoint file that is missing or no
+            checkpoint (a ValueError).
+        HubError: If published weights cannot be fetched.
+
+    Examples:
+        >>> from mmengine.config import Config
+        >>> from mmengine.registry import DefaultScope
+        >>> from mmtnt.apis import init_model
+        >>> model = init_model(Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py'))
+        >>> type(model).__name__, DefaultScope.get_current_instance()
+        ('ImageClassifier', None)
+    """
+    scope = config.get('default_scope')
+    if scope not in SCOPE_TASKS:
+        raise ValueError(
+            "The config's default_scope must be 'mmpretrain' (classifiers), "
+            f"'mmseg' (segmentors) or 'mmdet' (detectors), got {scope!r}.")
+    hub.prepare_checkpoint(checkpoint)
+    model_cfg = config.model.copy()
+    if config.get('data_preprocessor') is not None:
+        model_cfg.setdefault('data_preprocessor', config.data_preprocessor)
+    from mmengine.registry import MODELS, DefaultScope
+    with DefaultScope.overwrite_default_scope(scope):
+        model = MODELS.build(model_cfg)
+        if checkpoint is None and init_weights:
+            _quietly_init_weights(model)
+    loaded = None
+    if checkpoint is not None:
+        from mmengine.runner import load_checkpoint
+
+        from mmtnt.utils import register_checkpoint_safe_globals
+        register_checkpoint_safe_globals()
+        loaded = load_checkpoint(model, checkpoint, map_location='cpu')
+    model.dataset_meta = _dataset_meta(config, loaded)
+    model._dataset_meta = model.dataset_meta
+    model.cfg = model._config = config
+    model._metainfo = None
+    return model.eval()
+
+
+def _quietly_init_weights(model):
+    """``model.init_weights()`` without mmengine's log of every initialised
+    parameter."""
+    from mmengine.logging import MMLogger
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        model.init_weights()
+    finally:
+        logger.setLevel(level)
+
+
 def _dataset_meta(config, checkpoint):
     """The classes (and palette) of a checkpoint, else of the config's test
     dataset class."""
@@ -126,7 +238,8 @@ def _dataset_meta(config, checkpoint):
 
 
 def get_model(model, pretrained=False, device=None, **cfg_options):
-    """Build a model of the index, or of a config, with its weights.
+    """Build a model of the index, or of a config, with its weights
+    (:func:`model_config`, then :func:`init_model`).
 
     Args:
         model (str | Config): A model name (:func:`list_models`, in any
@@ -155,25 +268,13 @@ def get_model(model, pretrained=False, device=None, **cfg_options):
         >>> model(torch.rand(1, 3, 224, 224), mode='tensor').shape
         torch.Size([1, 1000])
     """
-    config, pretrained = _config_and_weights(model, pretrained)
+    config, checkpoint = model_config(model, pretrained)
     if cfg_options:
         config.merge_from_dict({'model': cfg_options})
-    config.model.setdefault('data_preprocessor',
-                            config.get('data_preprocessor', None))
-    from mmengine.registry import MODELS, DefaultScope
-    with DefaultScope.overwrite_default_scope(config.default_scope):
-        built = MODELS.build(config.model)
-    checkpoint = None
-    if pretrained:
-        from mmengine.runner import load_checkpoint
-        checkpoint = load_checkpoint(built, pretrained, map_location='cpu')
-    built.dataset_meta = _dataset_meta(config, checkpoint)
-    built._dataset_meta = built.dataset_meta
-    built.cfg = built._config = config
-    built._metainfo = None
+    built = init_model(config, checkpoint)
     if device is not None:
         built.to(device)
-    return built.eval()
+    return built
 
 
 def inference_model(model,

@@ -1,10 +1,53 @@
-"""Graphs of mmtnt models for export (ONNX): detectors end in their
-detections; INT8 graphs for ONNX Runtime on the CPU."""
-from .detection import (DetectorGraph, dense_head_detections, nms_by_group,
+"""Deployment of mmtnt models as a library: build a model by config or name
+(:func:`build_model`), export it to ONNX (:func:`export_onnx`), check the
+graph with ONNX Runtime (:func:`verify_onnx`), and write INT8 graphs for
+ONNX Runtime on the CPU (:mod:`mmtnt.deploy.quantize`).
+
+Examples:
+    >>> from mmtnt.deploy import (build_model, export_graph, export_onnx,
+    ...                           verify_onnx, verify_sizes)
+    >>> model = build_model('twins-svt-small_8xb128_in1k')  # published
+    >>> graph = export_graph(model)
+    >>> ranges = export_onnx(graph, 'svt-s.onnx', (224, 224), dynamic=True)
+    >>> report = verify_onnx('svt-s.onnx', graph,
+    ...                      verify_sizes(graph, (224, 224), dynamic=True))
+    >>> report.passed
+    True
+
+``tools/deployment/pytorch2onnx.py`` is its command line
+(:mod:`mmtnt.deploy.cli`).
+"""
+from .boxes import nms_by_group
+from .detection import (UNPADDED, DetectorGraph, dense_head_detections,
                         rpn_proposals)
+from .evaluate import evaluate_graphs, evaluate_onnx
+from .export import (MIN_DYNAMIC_TRACE_SIZE, build_model, check_input_size,
+                     check_model_type, dynamic_trace_shape, export_onnx)
+from .graphs import (AdaptiveAvgPool2dGraph, ClassifierGraph, SegmentorGraph,
+                     describe_preprocessing, export_graph, input_channels,
+                     is_detector, output_names)
+from .masks import paste_masks
+from .optimize import optimize_onnx
 from .quantize import calibration_inputs, cpu_int8_features, quantize_onnx
+from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
+from .verify import (CLS_TOLERANCES, DEFAULT_TOLERANCE, VerifyReport,
+                     padded_check, second_shape, verify_onnx, verify_sizes)
+from .verify_detection import (DET_BOX_TOLERANCE, DET_MASK_IOU,
+                               DET_SCORE_TOLERANCE, graph_detections,
+                               match_detections, verify_detector_onnx)
 
 __all__ = [
-    'DetectorGraph', 'dense_head_detections', 'nms_by_group', 'rpn_proposals',
-    'calibration_inputs', 'cpu_int8_features', 'quantize_onnx'
+    'AdaptiveAvgPool2dGraph', 'CLS_TOLERANCES', 'ClassifierGraph',
+    'DEFAULT_TOLERANCE', 'DET_BOX_TOLERANCE', 'DET_MASK_IOU',
+    'DET_SCORE_TOLERANCE', 'DetectorGraph', 'IMG_SHAPE_NAME', 'INPUT_NAME',
+    'MIN_DYNAMIC_TRACE_SIZE', 'SegmentorGraph', 'UNPADDED', 'VerifyReport',
+    'build_model', 'calibration_inputs', 'check_input_size',
+    'check_model_type', 'cpu_int8_features', 'cpu_session',
+    'dense_head_detections', 'describe_preprocessing',
+    'dynamic_trace_shape', 'evaluate_graphs', 'evaluate_onnx',
+    'export_graph', 'export_onnx', 'graph_detections', 'input_channels',
+    'is_detector', 'match_detections', 'nms_by_group', 'optimize_onnx',
+    'output_names', 'padded_check', 'paste_masks', 'quantize_onnx',
+    'rpn_proposals', 'second_shape', 'verify_detector_onnx', 'verify_onnx',
+    'verify_sizes'
 ]

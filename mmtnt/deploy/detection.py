@@ -3,27 +3,24 @@
 :class:`DetectorGraph` runs a detector on one preprocessed image and
 returns what mmdet's ``predict(inputs, data_samples, rescale=False)``
 returns for it (``scale_factor`` 1): boxes, scores, labels and, for Mask
-R-CNN, masks. ``img_shape`` is the input size, or the size of the image
-within a padded input when it is given as a second input. The dense
-heads' post-processing is written here with ops that ``torch.export``
-traces at symbolic input sizes and that the ONNX exporter translates to
-standard operators:
-``torchvision.ops.nms`` becomes ``NonMaxSuppression``; the anchors are
-computed from the feature-map sizes inside the graph.
+R-CNN, masks (per RoI by default). ``img_shape`` is the input size, or
+the size of the image within a padded input when it is given as a second
+input. The dense heads' post-processing is written here with ops that
+``torch.export`` traces at symbolic input sizes and that the ONNX exporter
+translates to standard operators (the boxes' part in
+:mod:`mmtnt.deploy.boxes`, the second stage of Mask R-CNN in
+:mod:`mmtnt.deploy.roi_heads`); the anchors are computed from the
+feature-map sizes inside the graph.
 """
-import math
-
 import torch
 import torch.nn as nn
-import torchvision
+
+from .boxes import (check_box_coder, check_nms, decode_boxes, image_size,
+                    keep_large, nms_by_group)
+from .roi_heads import check_mask_output, check_roi_head, roi_head_predictions
 
 #: The dense heads whose outputs :func:`dense_head_detections` decodes.
 DENSE_HEADS = ('RetinaHead', )
-#: The box coder the dense heads must use.
-BOX_CODER = 'DeltaXYWHBBoxCoder'
-#: The widest width/height ratio change of a decoded box: the default of
-#: ``DeltaXYWHBBoxCoder.decode``, which mmdet's heads keep.
-WH_RATIO_CLIP = 16 / 1000
 #: The exported graph's ``img_shape`` when it is not fed: larger than any
 #: input, so that :class:`DetectorGraph` takes the input's size.
 UNPADDED = (2**62, 2**62)
@@ -76,92 +73,6 @@ def top_candidates(scores, count):
     # A minimum, not a branch on the size: under torch.export the size is
     # symbolic, and a branch would keep the example's way for all sizes.
     return scores.topk(torch.sym_min(count, scores.shape[0]))
-
-
-def decode_boxes(coder, priors, deltas, img_shape):
-    """Boxes from priors and deltas as mmdet's ``DeltaXYWHBBoxCoder``
-    (without ``add_ctr_clamp``) decodes them with ``max_shape=img_shape``:
-    width and height changes clamped at :data:`WH_RATIO_CLIP`, then the
-    boxes clipped to the image.
-
-    Args:
-        coder (DeltaXYWHBBoxCoder): The head's box coder.
-        priors (Tensor): (N, 4) xyxy.
-        deltas (Tensor): (N, 4).
-        img_shape (tuple | Tensor): Height and width: ints, symbolic
-            sizes or an int tensor (2, ).
-
-    Returns:
-        Tensor: (N, 4) xyxy.
-
-    Examples:
-        >>> from mmdet.models.task_modules import DeltaXYWHBBoxCoder
-        >>> decode_boxes(DeltaXYWHBBoxCoder(), torch.tensor([[0., 0, 8, 8]]),
-        ...              torch.tensor([[0.5, 0, 0, 0]]), (10, 10)).tolist()
-        [[4.0, 0.0, 10.0, 8.0]]
-    """
-    deltas = deltas * deltas.new_tensor(coder.stds) + deltas.new_tensor(
-        coder.means)
-    centers = (priors[:, :2] + priors[:, 2:]) * 0.5
-    sizes = priors[:, 2:] - priors[:, :2]
-    check_box_coder(coder)
-    max_ratio = abs(math.log(WH_RATIO_CLIP))
-    centers = centers + sizes * deltas[:, :2]
-    sizes = sizes * deltas[:, 2:].clamp(min=-max_ratio, max=max_ratio).exp()
-    boxes = torch.cat([centers - sizes * 0.5, centers + sizes * 0.5], dim=-1)
-    if not coder.clip_border:
-        return boxes
-    limits = size_tensor(img_shape).flip(0).repeat(2).to(boxes)
-    return torch.minimum(boxes.clamp(min=0), limits)
-
-
-def size_tensor(img_shape):
-    """``img_shape`` (H, W) as an int64 tensor (2, ).
-
-    Args:
-        img_shape (tuple | Tensor): Ints, symbolic sizes (which
-            ``torch.full`` keeps symbolic under ``torch.export``) or
-            already a tensor, returned as it is.
-
-    Examples:
-        >>> size_tensor((96, 128)).tolist()
-        [96, 128]
-    """
-    if isinstance(img_shape, torch.Tensor):
-        return img_shape
-    return torch.stack([torch.full((), size) for size in img_shape])
-
-
-def nms_by_group(boxes, scores, groups, nms_cfg):
-    """mmcv's ``batched_nms``: NMS within each group (class or level),
-    through one NMS on boxes shifted apart by group.
-
-    Args:
-        boxes (Tensor): (N, 4) xyxy, N may be 0.
-        scores (Tensor): (N, ).
-        groups (Tensor): (N, ) int64.
-        nms_cfg (dict): ``iou_threshold``, ``type`` ('nms') and
-            ``class_agnostic``, as in mmdet's test configs.
-
-    Returns:
-        Tensor: Indices of the kept boxes, by decreasing score.
-    """
-    check_nms(nms_cfg)
-    if not nms_cfg.get('class_agnostic', False):
-        # As mmcv: the largest coordinate plus 1 apart (0 for no boxes).
-        top = torch.cat([boxes.reshape(-1), boxes.new_zeros(1)]).max()
-        boxes = boxes + (groups.to(boxes) * (top + 1))[:, None]
-    return torchvision.ops.nms(boxes, scores, nms_cfg['iou_threshold'])
-
-
-def keep_large(boxes, min_size, *values):
-    """Drop the boxes not wider and higher than ``min_size`` (nothing when
-    it is negative), with the matching rows of ``values``."""
-    if min_size < 0:
-        return (boxes, *values)
-    sizes = boxes[:, 2:] - boxes[:, :2]
-    large = (sizes > min_size).all(dim=1)
-    return tuple(v[large] for v in (boxes, *values))
 
 
 def head_candidates(head, cls_scores, bbox_preds, nms_pre):
@@ -270,16 +181,31 @@ class DetectorGraph(nn.Module):
     The image may be padded, as mmdet's ``DetDataPreprocessor`` pads it
     (bottom and right, to ``pad_size_divisor``). Its size before padding,
     mmdet's ``img_shape``, is then the optional second input: boxes are
-    clipped to it and masks are (K, h, w) of it, as mmdet's ``predict``
-    gives them. Without it ``img_shape`` is the input's size. A given
-    ``img_shape`` is capped at the input's size: the exported graph's
-    default (:data:`UNPADDED`) thus stands for the input's size, and any
-    size no smaller than the input's gives the one-input results.
+    clipped to it and image masks are (K, h, w) of it, as mmdet's
+    ``predict`` gives them. Without it ``img_shape`` is the input's size.
+    A given ``img_shape`` is capped at the input's size: the exported
+    graph's default (:data:`UNPADDED`) thus stands for the input's size,
+    and any size no smaller than the input's gives the one-input results.
+
+    A Mask R-CNN's masks leave the graph per RoI by default: ``roi_masks``
+    (K, 28, 28), the mask head's probabilities for each detection's label
+    over its box. :func:`mmtnt.deploy.masks.paste_masks` turns them into
+    mmdet's binary image masks, with :attr:`mask_threshold`. With
+    ``mask_output='image'`` the graph pastes them itself, ``masks``
+    (K, h, w) bool; its memory then grows with K * h * w.
 
     Args:
         detector (nn.Module): An mmdet ``RetinaNet`` (a single-stage
             detector with a RetinaHead) or ``MaskRCNN`` (RPNHead and
             StandardRoIHead).
+        mask_output (str): ``'roi'`` or ``'image'``, for a mask head.
+            Defaults to ``'roi'``.
+
+    Attributes:
+        output_names (tuple[str]): ``boxes``, ``scores``, ``labels`` and,
+            for Mask R-CNN, ``roi_masks`` or ``masks``.
+        mask_threshold (float | None): The mask head's
+            ``mask_thr_binary``; None without masks.
 
     Examples:
         >>> from mmengine.config import Config
@@ -294,16 +220,29 @@ class DetectorGraph(nn.Module):
         ...                               torch.tensor([90, 100]))
         >>> boxes.shape[1], scores.dtype, labels.dtype
         (4, torch.float32, torch.int64)
+        >>> # Mask R-CNN: per-RoI masks, pasted after the graph
+        >>> from mmtnt.deploy.masks import paste_masks
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py')
+        >>> graph = DetectorGraph(MODELS.build(cfg.model).eval())
+        >>> boxes, scores, labels, roi_masks = graph(torch.rand(1, 3, 96, 128))
+        >>> masks = paste_masks(roi_masks, boxes, (96, 128),
+        ...                     graph.mask_threshold)  # (K, 96, 128) bool
     """
 
-    def __init__(self, detector):
+    def __init__(self, detector, mask_output='roi'):
         super().__init__()
         check_detector(detector)
+        check_mask_output(mask_output)
         self.detector = detector
+        self.mask_output = mask_output
         self.two_stage = hasattr(detector, 'roi_head')
         self.output_names = ('boxes', 'scores', 'labels')
+        self.mask_threshold = None
         if self.two_stage and detector.roi_head.with_mask:
-            self.output_names += ('masks', )
+            self.output_names += (
+                'roi_masks' if mask_output == 'roi' else 'masks', )
+            self.mask_threshold = detector.roi_head.test_cfg.mask_thr_binary
 
     def forward(self, inputs, img_shape=None):
         """Detections of ``inputs`` (1, C, H, W).
@@ -315,23 +254,19 @@ class DetectorGraph(nn.Module):
 
         Returns:
             tuple[Tensor]: :attr:`output_names`: boxes (K, 4), scores
-            (K, ), labels (K, ) and, for Mask R-CNN, masks (K, h, w).
+            (K, ), labels (K, ) and, for Mask R-CNN, roi_masks (K, 28, 28)
+            or masks (K, h, w).
         """
-        pad_shape = inputs.shape[2:]
-        if img_shape is not None:
-            img_shape = torch.minimum(img_shape, size_tensor(pad_shape))
-        else:
-            img_shape, pad_shape = pad_shape, None
+        img_shape = image_size(inputs.shape[2:], img_shape)
         feats = self.detector.extract_feat(inputs)
         if not self.two_stage:
             head = self.detector.bbox_head
             return dense_head_detections(head, *head(feats), img_shape)
-        from .roi_heads import roi_head_predictions
         rpn_head = self.detector.rpn_head
         proposals, _ = rpn_proposals(rpn_head, *rpn_head(feats), img_shape,
                                      rpn_head.test_cfg)
         results = roi_head_predictions(self.detector.roi_head, feats,
-                                       proposals, img_shape, pad_shape)
+                                       proposals, img_shape, self.mask_output)
         return tuple(results[name] for name in self.output_names)
 
 
@@ -340,8 +275,8 @@ def check_detector(detector):
     ``detector``: a single-stage detector with a RetinaHead, or a two-stage
     one with an RPNHead and a StandardRoIHead (see
     :func:`~mmtnt.deploy.roi_heads.check_roi_head`), whose heads decode
-    with :data:`BOX_CODER` and suppress with plain NMS."""
-    from .roi_heads import check_roi_head
+    with :data:`~mmtnt.deploy.boxes.BOX_CODER` and suppress with plain
+    NMS."""
     head = getattr(detector, 'bbox_head', None)
     rpn_head = getattr(detector, 'rpn_head', None)
     roi_head = getattr(detector, 'roi_head', None)
@@ -365,19 +300,3 @@ def check_detector(detector):
         coder_owner = getattr(part, 'bbox_head', part)
         check_box_coder(coder_owner.bbox_coder)
         check_nms(part.test_cfg.nms)
-
-
-def check_box_coder(coder):
-    """Raise a ValueError unless :func:`decode_boxes` decodes as
-    ``coder``: a :data:`BOX_CODER` without ``add_ctr_clamp``."""
-    if type(coder).__name__ != BOX_CODER or coder.add_ctr_clamp:
-        raise ValueError(f'Only {BOX_CODER} (without add_ctr_clamp) is '
-                         f'exported, got {type(coder).__name__}.')
-
-
-def check_nms(nms_cfg):
-    """Raise a ValueError unless ``nms_cfg`` asks for plain NMS."""
-    nms_type = nms_cfg.get('type', 'nms')
-    if nms_type != 'nms':
-        raise ValueError("Only plain NMS (type='nms') is exported, got "
-                         f'{nms_type!r}.')

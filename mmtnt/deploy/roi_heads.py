@@ -1,30 +1,31 @@
 """The second stage of Mask R-CNN and Faster R-CNN written for export:
 mmdet's ``StandardRoIHead.predict`` for one image, made of operators that
 ``torch.export`` and ``torch.onnx.export(..., dynamo=True)`` translate to
-standard ONNX (RoiAlign, NonMaxSuppression, GridSample, NonZero).
+standard ONNX (RoiAlign, NonMaxSuppression, NonZero, ScatterND, MatMul).
 
 What differs from mmdet's code is only how it is computed:
 
 - RoI features: mmcv's ``RoIAlign`` becomes ``torchvision.ops.roi_align``
   with the same output size, scale, sampling ratio and ``aligned`` flag (the
   same numbers; ONNX ``RoiAlign`` with ``coordinate_transformation_mode``
-  ``'half_pixel'`` when aligned). Every RoI is pooled on every level and
-  its level, chosen by ``SingleRoIExtractor.map_roi_levels``, picked with
-  ``torch.where``, instead of indexing the RoIs of each level.
+  ``'half_pixel'`` when aligned), each RoI on the level that
+  ``SingleRoIExtractor.map_roi_levels`` gives it.
 - Multi-class NMS: one NMS over the (box, class) pairs scoring above
   ``score_thr``, classes kept apart as ``mmcv.ops.batched_nms`` does below
-  its ``split_thr`` (:func:`~mmtnt.deploy.detection.nms_by_group`).
-- Masks: each mask is pasted over the whole image with ``grid_sample``,
-  then cut to the region that mmdet's CPU paste (``skip_empty``) covers,
-  so that the binary masks are the same. In a padded input the masks are
-  pasted over the input and cut to the image before padding: the boxes
-  lie within it, so what is pasted there is what mmdet pastes.
+  its ``split_thr`` (:func:`~mmtnt.deploy.boxes.nms_by_group`).
+- Masks: by default the mask head's probabilities of each detection
+  (K, 28, 28), which :func:`mmtnt.deploy.masks.paste_masks` pastes into
+  the image after the graph as mmdet does. Pasted in the graph instead
+  (``mask_output='image'``), they are resampled by interpolation matrices
+  (:func:`~mmtnt.deploy.masks.paste_masks_separable`) over the region
+  that mmdet's CPU paste covers.
 """
 import torch
 import torch.nn.functional as F
 from torchvision.ops import roi_align
 
-from .detection import decode_boxes, nms_by_group
+from .boxes import boxes_to_rois, decode_boxes, nms_by_group
+from .masks import paste_masks_separable
 
 #: The bbox heads whose forward gives (class scores, box deltas) from RoI
 #: features alone.
@@ -32,10 +33,13 @@ BBOX_HEADS = ('BBoxHead', 'ConvFCBBoxHead', 'Shared2FCBBoxHead',
               'Shared4Conv1FCBBoxHead')
 #: The mask heads whose forward gives mask logits (K, classes, h, w).
 MASK_HEADS = ('FCNMaskHead', )
+#: How the masks leave the graph: per RoI (``roi_masks``) or pasted into
+#: the image (``masks``).
+MASK_OUTPUTS = ('roi', 'image')
 
 
 def roi_head_predictions(roi_head, feats, proposals, img_shape,
-                         pad_shape=None):
+                         mask_output='roi'):
     """Detections of a ``StandardRoIHead`` (Mask or Faster R-CNN) for one
     image.
 
@@ -48,16 +52,18 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape,
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
         proposals (Tensor): RPN boxes (P, 4), x1 y1 x2 y2 in pixels.
         img_shape (tuple[int] | Tensor): The image's (H, W), mmdet's
-            ``img_shape``: the input's (sizes of a tensor,
-            ``torch.SymInt``, under ``torch.export``) or, with
-            ``pad_shape``, an int64 tensor (2, ) no larger than it.
-        pad_shape (tuple[int], optional): The (padded) input's (H, W),
-            when ``img_shape`` is a tensor.
+            ``img_shape``: ints, ``torch.SymInt`` (the input's sizes under
+            ``torch.export``) or an int64 tensor (2, ) (the size of the
+            image within a padded input, no larger than it).
+        mask_output (str): With a mask head, ``'roi'`` for the masks per
+            RoI, ``'image'`` for them pasted into the image. Defaults to
+            ``'roi'``.
 
     Returns:
         dict[str, Tensor]: ``boxes`` (K, 4), ``scores`` (K,), ``labels``
-        (K,) int64, by descending score, and, with a mask head, ``masks``
-        (K, H, W) bool (probability >= ``mask_thr_binary``) of
+        (K,) int64, by descending score, and, with a mask head,
+        ``roi_masks`` (K, M, M) float probabilities (:func:`roi_mask_probs`)
+        or ``masks`` (K, H, W) bool (probability >= ``mask_thr_binary``) of
         ``img_shape``. K may be 0.
 
     Examples:
@@ -67,12 +73,13 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape,
         ...     feats, data_samples, rescale=False)[0].bboxes
         >>> dets = roi_head_predictions(
         ...     model.roi_head, feats, proposals, img.shape[-2:])
-        >>> dets['masks'].shape  # (K, H, W)
+        >>> dets['roi_masks'].shape  # (K, 28, 28)
     """
     check_roi_head(roi_head)
+    check_mask_output(mask_output)
     cfg = roi_head.test_cfg
     bbox_feats = extract_roi_feats(roi_head.bbox_roi_extractor, feats,
-                                   _to_rois(proposals))
+                                   boxes_to_rois(proposals))
     cls_score, bbox_pred = roi_head.bbox_head(bbox_feats)
     boxes = _class_boxes(roi_head.bbox_head, proposals, bbox_pred, img_shape)
     scores = F.softmax(cls_score, dim=-1)[:, :-1]
@@ -83,9 +90,22 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape,
         scores=scores.reshape(-1)[keep],
         labels=keep % scores.size(1))
     if roi_head.with_mask:
-        dets['masks'] = predict_masks(roi_head, feats, dets['boxes'],
-                                      dets['labels'], img_shape, pad_shape)
+        probs = roi_mask_probs(roi_head, feats, dets['boxes'],
+                               dets['labels'])
+        if mask_output == 'roi':
+            dets['roi_masks'] = probs
+        else:
+            dets['masks'] = image_masks(roi_head, probs, dets['boxes'],
+                                        img_shape)
     return dets
+
+
+def check_mask_output(mask_output):
+    """Raise a ValueError unless ``mask_output`` is one of
+    :data:`MASK_OUTPUTS`."""
+    if mask_output not in MASK_OUTPUTS:
+        raise ValueError(f'mask_output must be one of {MASK_OUTPUTS}, got '
+                         f'{mask_output!r}.')
 
 
 def check_roi_head(roi_head):
@@ -128,13 +148,15 @@ def check_roi_head(roi_head):
                          ', '.join(problems))
 
 
-def _to_rois(boxes):
-    """mmdet's RoIs of one image: (N, 5), batch index 0 then the box."""
-    return torch.cat([boxes.new_zeros(boxes.size(0), 1), boxes], dim=1)
-
-
 def extract_roi_feats(extractor, feats, rois):
-    """What a ``SingleRoIExtractor`` with mmcv ``RoIAlign`` layers computes.
+    """What a ``SingleRoIExtractor`` with mmcv ``RoIAlign`` layers computes:
+    each RoI pooled on its own level.
+
+    The RoIs of each level (``extractor.map_roi_levels``) are pooled on
+    that level's map and put in their places, as mmdet does; under
+    ``torch.export`` each level's RoIs are a ``NonZero`` selection of
+    data-dependent size, which may be empty, and their places a
+    ``ScatterND``.
 
     Args:
         extractor (SingleRoIExtractor): Gives the levels' RoIAlign settings
@@ -151,15 +173,15 @@ def extract_roi_feats(extractor, feats, rois):
     """
     feats = feats[:extractor.num_inputs]
     levels = extractor.map_roi_levels(rois, len(feats))
-    pooled = [
-        roi_align(feat, rois, layer.output_size, layer.spatial_scale,
-                  layer.sampling_ratio, layer.aligned)
-        for feat, layer in zip(feats, extractor.roi_layers)
-    ]
-    roi_feats = pooled[0]
-    for level in range(1, len(pooled)):
-        roi_feats = torch.where((levels == level)[:, None, None, None],
-                                pooled[level], roi_feats)
+    roi_feats = feats[0].new_zeros(
+        rois.size(0), feats[0].size(1),
+        *extractor.roi_layers[0].output_size)
+    for level, (feat, layer) in enumerate(zip(feats, extractor.roi_layers)):
+        index = torch.nonzero(levels == level)[:, 0]
+        pooled = roi_align(feat, rois[index], layer.output_size,
+                           layer.spatial_scale, layer.sampling_ratio,
+                           layer.aligned)
+        roi_feats = roi_feats.index_put((index, ), pooled)
     return roi_feats
 
 
@@ -206,101 +228,52 @@ def multiclass_nms(boxes, scores, score_thr, nms_cfg, max_per_img):
     return candidates[keep]
 
 
-def predict_masks(roi_head, feats, boxes, labels, img_shape,
-                  pad_shape=None):
-    """Binary masks of the detections, pasted into the image.
+def roi_mask_probs(roi_head, feats, boxes, labels):
+    """The mask head's probabilities of the detections, each for its
+    label, over its box: what mmdet's ``FCNMaskHead`` pastes.
 
     Args:
-        roi_head (StandardRoIHead): Gives the mask RoI extractor, the FCN
-            mask head and ``test_cfg.mask_thr_binary``.
+        roi_head (StandardRoIHead): Gives the mask RoI extractor and the
+            FCN mask head.
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
         boxes (Tensor): (K, 4) detected boxes.
         labels (Tensor): (K,) their classes.
-        img_shape (tuple[int] | Tensor): (H, W) of the image: ints or,
-            with ``pad_shape``, an int64 tensor (2, ).
-        pad_shape (tuple[int], optional): (H, W) of the padded input the
-            masks are pasted over before they are cut to ``img_shape``.
 
     Returns:
-        Tensor: (K, H, W) bool, of ``img_shape``.
+        Tensor: (K, M, M) float, the sigmoid of the head's logits (M = 28
+        in mmdet's configs).
 
     Examples:
-        >>> masks = predict_masks(roi_head, feats, boxes, labels, (H, W))
+        >>> probs = roi_mask_probs(roi_head, feats, boxes, labels)
     """
     mask_feats = extract_roi_feats(roi_head.mask_roi_extractor, feats,
-                                   _to_rois(boxes))
+                                   boxes_to_rois(boxes))
     mask_preds = roi_head.mask_head(mask_feats)
+    if roi_head.mask_head.class_agnostic:
+        labels = torch.zeros_like(labels)
     index = labels[:, None, None, None].expand(-1, 1, *mask_preds.shape[2:])
-    probs = torch.gather(mask_preds, 1, index).sigmoid()
-    if pad_shape is None:
-        masks = paste_masks(probs, boxes, img_shape)
-    else:
-        masks = crop_masks(paste_masks(probs, boxes, pad_shape), img_shape)
-    return masks >= roi_head.test_cfg.mask_thr_binary
+    return torch.gather(mask_preds, 1, index)[:, 0].sigmoid()
 
 
-def crop_masks(masks, img_shape):
-    """The top left ``img_shape`` of masks (K, H, W).
+def image_masks(roi_head, probs, boxes, img_shape):
+    """Binary masks of the detections over the image, pasted in the graph
+    (:func:`~mmtnt.deploy.masks.paste_masks_separable`).
 
     Args:
-        masks (Tensor): (K, H, W).
-        img_shape (Tensor): (2, ) int64, at most (H, W). Under
-            ``torch.export`` its values become unbacked sizes, and the
-            cut a ``Slice`` with ends computed in the ONNX graph.
-
-    Examples:
-        >>> crop_masks(torch.ones(2, 8, 8), torch.tensor([5, 7])).shape
-        torch.Size([2, 5, 7])
-    """
-    height, width = img_shape.tolist()
-    torch._check(height <= masks.size(1))
-    torch._check(width <= masks.size(2))
-    return masks[:, :height, :width]
-
-
-def paste_masks(masks, boxes, img_shape):
-    """Masks (K, 1, h, w) over their boxes in an image, as mmdet's
-    ``_do_paste_mask`` with ``skip_empty=True`` pastes one box at a time.
-
-    Bilinear sampling (``grid_sample``, ``align_corners=False``, zeros
-    outside the mask) at the pixel centres, where a degenerate box's
-    infinite coordinates read as 0 as in mmdet, and 0 outside the box
-    grown by one pixel, where mmdet does not paste.
-
-    Args:
-        masks (Tensor): (K, 1, h, w) probabilities.
-        boxes (Tensor): (K, 4) x1 y1 x2 y2 in pixels.
-        img_shape (tuple[int]): (H, W).
+        roi_head (StandardRoIHead): Gives ``test_cfg.mask_thr_binary``.
+        probs (Tensor): (K, M, M) from :func:`roi_mask_probs`.
+        boxes (Tensor): (K, 4) detected boxes.
+        img_shape (tuple[int] | Tensor): (H, W) of the image: ints,
+            symbolic sizes or an int64 tensor (2, ), whose values become
+            unbacked sizes under ``torch.export``.
 
     Returns:
-        Tensor: (K, H, W) float.
+        Tensor: (K, H, W) bool.
 
     Examples:
-        >>> paste_masks(torch.ones(1, 1, 28, 28),
-        ...             torch.tensor([[2., 2., 6., 6.]]), (8, 8)).shape
-        torch.Size([1, 8, 8])
+        >>> masks = image_masks(roi_head, probs, boxes, (H, W))
     """
-    img_h, img_w = img_shape
-    x0, y0, x1, y1 = boxes[:, :, None].unbind(1)  # each (K, 1)
-    gx, in_x = _paste_coords(img_w, x0, x1)
-    gy, in_y = _paste_coords(img_h, y0, y1)
-    num_masks = masks.size(0)
-    grid = torch.stack([
-        gx[:, None, :].expand(num_masks, img_h, img_w),
-        gy[:, :, None].expand(num_masks, img_h, img_w)
-    ], dim=3)
-    pasted = F.grid_sample(masks, grid, align_corners=False)[:, 0]
-    inside = in_y[:, :, None] & in_x[:, None, :]
-    return torch.where(inside, pasted, pasted.new_zeros(()))
-
-
-def _paste_coords(size, lo, hi):
-    """Sampling coordinates (K, size) in [-1, 1] over the boxes' extent
-    [lo, hi] along one image axis, and which pixels mmdet pastes there."""
-    centres = torch.arange(size, device=lo.device).to(lo) + 0.5
-    coords = (centres - lo) / (hi - lo) * 2 - 1
-    coords = torch.where(torch.isinf(coords), coords.new_zeros(()), coords)
-    first = (lo.floor() - 1).clamp(min=0)
-    end = (hi.ceil() + 1).clamp(max=size)
-    inside = (centres >= first) & (centres < end)
-    return coords, inside
+    if isinstance(img_shape, torch.Tensor):
+        img_shape = img_shape.tolist()
+    masks = paste_masks_separable(probs, boxes, img_shape)
+    return masks >= roi_head.test_cfg.mask_thr_binary

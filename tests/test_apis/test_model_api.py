@@ -1,7 +1,10 @@
 """``mmtnt.apis.list_models``, ``get_model`` and ``inference_model`` over
 the model index, as mmpretrain's work: the three tasks, random weights, a
 served file, names in any case, published weights by default in
-``inference_model`` and the built model used as it is."""
+``inference_model`` and the built model used as it is; and ``init_model``,
+the builder that ``get_model`` and ``mmtnt.deploy.build_model`` share:
+under the config's scope, none left behind, a bad checkpoint refused
+before anything is built."""
 from pathlib import Path
 
 import mmcv
@@ -17,7 +20,10 @@ from mmengine.registry import DefaultScope
 
 from mmtnt import hub
 from mmtnt.accel import is_accelerated
-from mmtnt.apis import get_model, inference_model, list_models
+from mmtnt.apis import (get_model, inference_model, init_model, list_models,
+                        model_config)
+from mmtnt.deploy import build_model
+from mmtnt.utils import CheckpointFileError
 
 REPO = Path(__file__).resolve().parents[2]
 TNT_CONFIG = REPO / 'tests' / 'data' / 'configs' / 'tnt_tiny_cls.py'
@@ -129,6 +135,10 @@ def test_get_model_pretrained_from_a_served_file(weights_server,
         by_path = get_model(str(TNT_CONFIG), pretrained=cached)
         assert max_relative_error(by_path(images, mode='tensor'),
                                   expected) < 1e-5
+        # the export's builder loads the same weights
+        for_export = build_model(str(TNT_CONFIG), cached)
+        assert max_relative_error(for_export(images, mode='tensor'),
+                                  expected) < 1e-5
     assert sum(weights_server.requests.values()) == 1
 
     # inference_model predicts with this model (accelerated in place)
@@ -191,3 +201,38 @@ def test_inference_model_dense_tasks(config, tmp_path, built_models):
         assert results[1]['labels'] == instances.labels.tolist()
         assert np.allclose(results[1]['scores'], instances.scores, atol=1e-6)
         assert np.allclose(results[1]['bboxes'], instances.bboxes, atol=1e-4)
+
+
+def current_scope():
+    """The instance name and scope of the default scope in force (their
+    objects are copies after an ``overwrite_default_scope`` block)."""
+    scope = DefaultScope.get_current_instance()
+    return scope and (scope.instance_name, scope.scope_name)
+
+
+def test_init_model_scoped_and_checked(tmp_path, built_models):
+    """``init_model`` builds under the config's scope and leaves the one in
+    force; ``init_weights`` initialises as the config says; a missing
+    checkpoint or another scope fails before any model is built."""
+    config, checkpoint = model_config(str(TNT_CONFIG))
+    assert checkpoint is None
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        before = current_scope()
+        torch.manual_seed(0)
+        plain = init_model(config)
+        assert current_scope() == before
+        torch.manual_seed(0)
+        initialised = init_model(config, init_weights=True)
+        assert current_scope() == before
+    assert not plain.training and plain.cfg is config
+    # mmpretrain's LinearClsHead: init_cfg Normal(std=0.01), bias 0
+    assert initialised.head.fc.weight.std() < 0.02 < plain.head.fc.weight.std()
+    assert not initialised.head.fc.bias.any()
+    assert built_models == ['ImageClassifier'] * 2
+
+    with pytest.raises(CheckpointFileError, match='no such file'):
+        init_model(config, str(tmp_path / 'missing.pth'))
+    config.default_scope = 'mmengine'
+    with pytest.raises(ValueError, match="default_scope must be 'mmpretrain'"):
+        init_model(config)
+    assert built_models == ['ImageClassifier'] * 2

@@ -2,43 +2,21 @@
 PyTorch and as an ONNX graph run by ONNX Runtime at sizes the export did
 not see.
 
-The demo Mask R-CNN (Twins-SVT, FPN) is built with random weights. Its
-untrained box head scores every class near 1/5, so the score threshold is
-set inside that range (:data:`SCORE_THR`): some (box, class) pairs pass,
-others do not, fewer than ``max_per_img`` are kept, and NMS still has to
-separate classes and overlaps. The images are large enough for the random
-proposals to reach all three FPN levels.
+The demo Mask R-CNN with random weights (``mask_rcnn``, conftest.py) gets
+random proposals in images large enough for them to reach all three FPN
+levels. Its per-RoI masks, pasted by :func:`mmtnt.deploy.masks.paste_masks`,
+are mmdet's masks.
 """
-import os.path as osp
+import functools
 
 import pytest
 import torch
-from mmengine.config import Config
-from mmengine.registry import MODELS, DefaultScope
 from mmengine.structures import InstanceData
 
+from mmtnt.deploy.masks import paste_masks
 from mmtnt.deploy.roi_heads import extract_roi_feats, roi_head_predictions
 
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-CONFIG = osp.join(REPO, 'configs', 'demo',
-                  'mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py')
-#: Between the random head's smallest and largest class scores (0.17-0.25),
-#: passed by about a tenth of the (proposal, class) pairs.
-SCORE_THR = 0.22
 NUM_PROPOSALS = 100
-
-
-@pytest.fixture(scope='module')
-def model():
-    """The demo Mask R-CNN with random weights, in eval mode, built and
-    used under mmdet's default scope, which is put back after the module
-    (the per-test restore of conftest.py does not reach module fixtures)."""
-    import mmtnt.models  # noqa: F401 (registers the backbones)
-    cfg = Config.fromfile(CONFIG)
-    cfg.model.test_cfg.rcnn.score_thr = SCORE_THR
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope('mmdet'):
-        yield MODELS.build(cfg.model).eval()
 
 
 def image_inputs(model, height, width, num_proposals=NUM_PROPOSALS, seed=0):
@@ -73,11 +51,23 @@ def mmdet_predictions(roi_head, feats, proposals, img_shape):
             rescale=False)[0]
 
 
-def assert_same_detections(dets, expected, img_shape, box_tol, score_tol):
+def image_masks(dets, img_shape, threshold=0.5):
+    """The binary image masks of ``dets``: its ``masks``, or its
+    ``roi_masks`` pasted."""
+    if 'masks' in dets:
+        return torch.as_tensor(dets['masks'])
+    return torch.as_tensor(
+        paste_masks(dets['roi_masks'], dets['boxes'], img_shape, threshold))
+
+
+def assert_same_detections(dets, expected, img_shape, box_tol, score_tol,
+                           min_mask_iou=0.99):
     """Boxes within ``box_tol`` of the image size, scores within
-    ``score_tol``, the same labels, and masks of IoU >= 0.99."""
-    boxes, scores, labels, masks = (torch.as_tensor(dets[key]) for key in (
-        'boxes', 'scores', 'labels', 'masks'))
+    ``score_tol``, the same labels, and masks (per RoI ones pasted) of IoU
+    >= ``min_mask_iou``, the same pixels when it is 1."""
+    boxes, scores, labels = (torch.as_tensor(dets[key])
+                             for key in ('boxes', 'scores', 'labels'))
+    masks = image_masks(dets, img_shape)
     assert labels.dtype == torch.int64
     assert masks.shape == (len(expected), *img_shape)
     torch.testing.assert_close(labels, expected.labels, rtol=0, atol=0)
@@ -85,64 +75,107 @@ def assert_same_detections(dets, expected, img_shape, box_tol, score_tol):
         boxes, expected.bboxes, rtol=0, atol=box_tol * max(img_shape))
     torch.testing.assert_close(
         scores, expected.scores, rtol=0, atol=score_tol)
+    if min_mask_iou == 1:
+        assert torch.equal(masks, expected.masks)
     inter = (masks & expected.masks).flatten(1).sum(1)
     union = (masks | expected.masks).flatten(1).sum(1)
     iou = torch.where(union > 0, inter / union.clamp(min=1), 1.)
-    assert iou.min() >= 0.99 if len(iou) else True
+    assert iou.min() >= min_mask_iou if len(iou) else True
+
+
+@pytest.fixture(scope='module')
+def scene(mask_rcnn):
+    """The maps of a 320x320 image and 100 proposals on all levels."""
+    return image_inputs(mask_rcnn, 320, 320)
 
 
 @pytest.mark.parametrize('extractor', ['bbox', 'mask'])
-def test_roi_feats_match_mmcv(model, extractor):
-    extractor = getattr(model.roi_head, f'{extractor}_roi_extractor')
-    feats, proposals = image_inputs(model, 320, 320)
-    rois = torch.cat([torch.zeros(len(proposals), 1), proposals], 1)
-    levels = extractor.map_roi_levels(rois, len(feats))
-    assert set(levels.tolist()) == {0, 1, 2}
+@pytest.mark.parametrize('rois', ['all levels', 'first level', 'none'])
+def test_roi_feats_match_mmcv(mask_rcnn, scene, extractor, rois):
+    extractor = getattr(mask_rcnn.roi_head, f'{extractor}_roi_extractor')
+    feats, proposals = scene
+    boxes = torch.cat([torch.zeros(len(proposals), 1), proposals], 1)
+    levels = extractor.map_roi_levels(boxes, len(feats))
+    selected = dict(
+        zip(['all levels', 'first level', 'none'],
+            [boxes, boxes[levels == 0], boxes[:0]]))[rois]
+    expected_levels = {'all levels': {0, 1, 2}, 'first level': {0},
+                       'none': set()}[rois]
+    assert set(extractor.map_roi_levels(selected, 3).tolist()) == (
+        expected_levels)
     with torch.no_grad():
+        roi_feats = extract_roi_feats(extractor, feats, selected)
         torch.testing.assert_close(
-            extract_roi_feats(extractor, feats, rois),
-            extractor(feats, rois),
-            rtol=0,
-            atol=1e-6)
+            roi_feats, extractor(feats, selected), rtol=0, atol=1e-6)
+    assert roi_feats.shape == (len(selected), 64,
+                               *extractor.roi_layers[0].output_size)
 
 
+@pytest.fixture(scope='module')
+def inputs_and_expected(mask_rcnn):
+    """A function of ``img_shape``: :func:`image_inputs` of that size and
+    mmdet's predictions, computed once for both mask outputs."""
+
+    @functools.cache
+    def inputs_and_expected(img_shape):
+        feats, proposals = image_inputs(mask_rcnn, *img_shape)
+        return feats, proposals, mmdet_predictions(
+            mask_rcnn.roi_head, feats, proposals, img_shape)
+
+    return inputs_and_expected
+
+
+@pytest.mark.parametrize('mask_output', ['roi', 'image'])
 @pytest.mark.parametrize('img_shape', [(320, 320), (200, 136)])
-def test_matches_mmdet(model, img_shape):
-    feats, proposals = image_inputs(model, *img_shape)
-    expected = mmdet_predictions(model.roi_head, feats, proposals, img_shape)
-    assert 0 < len(expected) < model.roi_head.test_cfg.max_per_img
+def test_matches_mmdet(mask_rcnn, inputs_and_expected, img_shape,
+                       mask_output):
+    feats, proposals, expected = inputs_and_expected(img_shape)
+    roi_head = mask_rcnn.roi_head
+    assert 0 < len(expected) < roi_head.test_cfg.max_per_img
     with torch.no_grad():
-        dets = roi_head_predictions(model.roi_head, feats, proposals,
-                                    img_shape)
-    assert_same_detections(dets, expected, img_shape, 1e-6, 1e-6)
+        dets = roi_head_predictions(roi_head, feats, proposals, img_shape,
+                                    mask_output)
+    if mask_output == 'roi':
+        assert dets['roi_masks'].shape == (len(expected), 28, 28)
+        assert 'masks' not in dets
+    # Pasted after the graph, the masks are mmdet's; in it, but for float
+    # rounding.
+    assert_same_detections(dets, expected, img_shape, 1e-6, 1e-6,
+                           1 if mask_output == 'roi' else 0.99)
 
 
+@pytest.mark.parametrize('mask_output', ['roi', 'image'])
 @pytest.mark.parametrize('case', ['no proposals', 'all below score_thr'])
-def test_no_detections(model, case, monkeypatch):
+def test_no_detections(mask_rcnn, case, mask_output, monkeypatch):
     img_shape = (96, 128)
-    feats, proposals = image_inputs(model, *img_shape)
+    feats, proposals = image_inputs(mask_rcnn, *img_shape)
     if case == 'no proposals':
         proposals = proposals[:0]
     else:
-        monkeypatch.setitem(model.roi_head.test_cfg, 'score_thr', 1.0)
-    expected = mmdet_predictions(model.roi_head, feats, proposals, img_shape)
+        monkeypatch.setitem(mask_rcnn.roi_head.test_cfg, 'score_thr', 1.0)
+    expected = mmdet_predictions(mask_rcnn.roi_head, feats, proposals,
+                                 img_shape)
     with torch.no_grad():
-        dets = roi_head_predictions(model.roi_head, feats, proposals,
-                                    img_shape)
+        dets = roi_head_predictions(mask_rcnn.roi_head, feats, proposals,
+                                    img_shape, mask_output)
     assert len(expected) == 0
     assert_same_detections(dets, expected, img_shape, 0, 0)
 
 
-def test_rejects_what_it_does_not_reproduce(model, monkeypatch):
-    monkeypatch.setitem(model.roi_head.test_cfg, 'mask_thr_binary', -1)
-    feats, proposals = image_inputs(model, 96, 128)
+def test_rejects_what_it_does_not_reproduce(mask_rcnn, monkeypatch):
+    feats, proposals = image_inputs(mask_rcnn, 96, 128)
+    with pytest.raises(ValueError, match="'roi', 'image'"):
+        roi_head_predictions(mask_rcnn.roi_head, feats, proposals,
+                             (96, 128), 'probabilities')
+    monkeypatch.setitem(mask_rcnn.roi_head.test_cfg, 'mask_thr_binary', -1)
     with pytest.raises(ValueError, match='mask_thr_binary'):
-        roi_head_predictions(model.roi_head, feats, proposals, (96, 128))
+        roi_head_predictions(mask_rcnn.roi_head, feats, proposals,
+                             (96, 128))
 
 
 class RoIHeadGraph(torch.nn.Module):
     """The exported module: an image, only for its size, the neck's three
-    maps and the proposals -> the detections."""
+    maps and the proposals -> the detections, masks per RoI."""
 
     def __init__(self, roi_head):
         super().__init__()
@@ -151,7 +184,8 @@ class RoIHeadGraph(torch.nn.Module):
     def forward(self, image, feat0, feat1, feat2, proposals):
         dets = roi_head_predictions(self.roi_head, (feat0, feat1, feat2),
                                     proposals, image.shape[-2:])
-        return dets['boxes'], dets['scores'], dets['labels'], dets['masks']
+        return (dets['boxes'], dets['scores'], dets['labels'],
+                dets['roi_masks'])
 
 
 def export_onnx(roi_head, feats, proposals, img_shape):
@@ -172,15 +206,18 @@ def export_onnx(roi_head, feats, proposals, img_shape):
             dynamic_shapes=dynamic_shapes, strict=False)
     onnx_program = torch.onnx.export(program, dynamo=True, verbose=False)
     ops = {node.op_type for node in onnx_program.model_proto.graph.node}
-    assert {'RoiAlign', 'NonMaxSuppression', 'GridSample'} <= ops
+    # Each level pools its own RoIs (NonZero) and puts them in place.
+    assert {'RoiAlign', 'NonMaxSuppression', 'NonZero', 'ScatterND'} <= ops
+    assert 'GridSample' not in ops
     return ort.InferenceSession(
         onnx_program.model_proto.SerializeToString(),
         providers=['CPUExecutionProvider'])
 
 
-def test_onnx_matches_mmdet(model):
-    feats, proposals = image_inputs(model, 256, 320)
-    session = export_onnx(model.roi_head, feats, proposals, (256, 320))
+def test_onnx_matches_mmdet(mask_rcnn):
+    roi_head = mask_rcnn.roi_head
+    feats, proposals = image_inputs(mask_rcnn, 256, 320)
+    session = export_onnx(roi_head, feats, proposals, (256, 320))
     names = [node.name for node in session.get_inputs()]
     # Many detections, one and none: torchvision's fake nms, which
     # torch.export traces, assumes that at least two boxes are kept.
@@ -188,14 +225,16 @@ def test_onnx_matches_mmdet(model):
              ((96, 128), 1), ((288, 416), 0)]
     counts = []
     for img_shape, num_proposals in cases:
-        feats, proposals = image_inputs(model, *img_shape, num_proposals, 1)
-        expected = mmdet_predictions(model.roi_head, feats, proposals,
-                                     img_shape)
+        feats, proposals = image_inputs(mask_rcnn, *img_shape, num_proposals,
+                                        1)
+        expected = mmdet_predictions(roi_head, feats, proposals, img_shape)
         counts.append(len(expected))
         inputs = [torch.zeros(1, 1, *img_shape), *feats, proposals]
         outputs = session.run(
             None, {name: x.numpy()
                    for name, x in zip(names, inputs)})
-        dets = dict(zip(('boxes', 'scores', 'labels', 'masks'), outputs))
+        dets = dict(zip(('boxes', 'scores', 'labels', 'roi_masks'),
+                        outputs))
+        assert dets['roi_masks'].shape == (len(expected), 28, 28)
         assert_same_detections(dets, expected, img_shape, 1e-3, 1e-4)
     assert min(counts[:2]) > 1 and counts[2:] == [1, 0]

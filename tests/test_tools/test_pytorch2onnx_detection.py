@@ -1,4 +1,5 @@
-"""Checks of the detector export of ``tools/deployment/pytorch2onnx.py``.
+"""Checks of the detector export of :mod:`mmtnt.deploy` and of
+``tools/deployment/pytorch2onnx.py``.
 
 * The demo RetinaNet and Mask R-CNN after their short runs (the session's
   ``short_runs``, shared with ``test_dense_demo.py``), exported through the
@@ -7,7 +8,8 @@
   size and at two sizes the export did not see, and in the smaller of
   those padded to a multiple of 32 with its ``img_shape`` fed.
 * One full-width config per family (the published RetinaNet, fewer blocks)
-  with random weights, exported and verified in-process the same way.
+  with random weights, exported and verified in-process the same way
+  (``export_onnx``, ``verify_onnx``).
   Their final classification layers are rescaled first
   (:func:`spread_scores`): as initialised, every score lies
   within about 1e-5 of the others, below the score threshold, and NMS
@@ -18,17 +20,24 @@
   order are matched and counted.
 * That the graph clips boxes to, and sizes masks as, the unpadded image of
   a padded input, as mmdet does.
+* That a detector is exported and checked on one image only.
 """
 import re
 
 import numpy as np
 import pytest
 import torch
+import torchvision
 from demo_runs import (SHORT_EPOCHS_MASK_RCNN, SHORT_EPOCHS_RETINANET,
-                       data_options, describe, load_tool_module, run_tool,
-                       short_epochs, short_run_group)
+                       data_options, describe, run_tool, short_epochs,
+                       short_run_group)
 from mmengine.config import Config
 
+from mmtnt.deploy import (build_model, export_graph, export_onnx,
+                          graph_detections, match_detections, padded_check,
+                          verify_onnx, verify_sizes)
+from mmtnt.deploy.verify_detection import (detector_input, eager_detections,
+                                           pad_input)
 from mmtnt.models import SVT, TNT, PyramidTNT
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
@@ -69,11 +78,6 @@ LOGIT_STD = 1.5
 # An image of the third verified size of DEMO_SIZE, and the input it is
 # padded to at the configs' pad_size_divisor=32.
 PADDED = ((97, 165), (128, 192))
-
-
-@pytest.fixture(scope='module')
-def tool():
-    return load_tool_module('deployment/pytorch2onnx.py')
 
 
 def export_demo(config, scenes, short_runs, tmp_path):
@@ -124,11 +128,11 @@ def test_retinanet_demo_export(demo_scenes, short_runs, tmp_path):
 @short_run_group(MASK_RCNN)
 def test_mask_rcnn_demo_export(demo_scenes, short_runs, tmp_path):
     out = export_demo(MASK_RCNN, demo_scenes, short_runs, tmp_path)
-    lines = check_verified(out, ('boxes', 'scores', 'labels', 'masks'))
+    lines = check_verified(out, ('boxes', 'scores', 'labels', 'roi_masks'))
     assert all('min mask IoU' in line for line in lines)
 
 
-def spread_scores(model, inputs, tool):
+def spread_scores(model, inputs):
     """Rescale the final classification layers of a random detector
     (``retina_cls``, ``rpn_cls``, ``fc_cls``) so that their logits on
     ``inputs`` have the standard deviation ``LOGIT_STD`` about their bias
@@ -143,7 +147,7 @@ def spread_scores(model, inputs, tool):
             found.append((output - bias).flatten())
 
         hook = layer.register_forward_hook(record)
-        tool.eager_detections(model, inputs)
+        eager_detections(model, inputs)
         hook.remove()
         shifts = torch.cat(found)
         scale = LOGIT_STD / shifts.std()
@@ -154,51 +158,50 @@ def spread_scores(model, inputs, tool):
 
 @pytest.mark.slow
 @pytest.mark.parametrize('family', list(FULL_SIZE))
-def test_full_size_export(tool, tmp_path, family):
+def test_full_size_export(tmp_path, family):
     config, options = FULL_SIZE[family]
     cfg = Config.fromfile(config)
     cfg.merge_from_dict(options)
     torch.manual_seed(0)
-    model = tool.build_model(cfg)
-    spread_scores(model, tool.detector_input(model, DEMO_SIZE, seed=1), tool)
-    graph = tool.export_graph(model)
+    model = build_model(cfg)
+    spread_scores(model, detector_input(model, DEMO_SIZE, seed=1))
+    graph = export_graph(model)
     onnx_file = str(tmp_path / f'{family}.onnx')
-    ranges = tool.export_onnx(graph, onnx_file, FULL_SIZE_SHAPE, dynamic=True)
+    ranges = export_onnx(graph, onnx_file, FULL_SIZE_SHAPE, dynamic=True)
     assert ranges['batch'] == (1, 1)
     assert ranges['height'][1] is None and ranges['width'][1] is None
 
-    shapes = tool.detector_shapes(FULL_SIZE_SHAPE)
-    padded = tool.padded_check(model, shapes[-1], True)
-    results = tool.verify_detector_onnx(onnx_file, graph, shapes,
-                                        padded=padded)
-    for result in results:
-        print(tool.describe_detector_check(result))
-    for shape, result in zip([*shapes, padded[1]], results):
+    checks = verify_sizes(graph, FULL_SIZE_SHAPE, dynamic=True)
+    padded = padded_check(model, checks[-1][1:], True)
+    report = verify_onnx(onnx_file, graph, checks, padded=padded)
+    print(report)
+    assert report.task == 'detector' and report.passed
+    shapes = [check[1:] for check in checks]
+    for shape, result in zip([*shapes, padded[1]], report):
         assert result['shape'] == (1, 3, *shape)
         assert result['error'] is None, result
         assert result['count'] > 0
 
 
-def test_verify_fails_without_nms(tool, monkeypatch):
+def test_verify_fails_without_nms(monkeypatch):
     """The demo RetinaNet's graph in PyTorch with and without its NMS
     against mmdet: only the first matches."""
-    from mmtnt.deploy import detection
     cfg = Config.fromfile(RETINANET)
     cfg.merge_from_dict({'model.test_cfg.score_thr': 0.0})
     torch.manual_seed(0)
-    model = tool.build_model(cfg)
-    graph = tool.export_graph(model)
-    inputs = tool.detector_input(model, (96, 128))
-    expected = tool.eager_detections(model, inputs)
+    model = build_model(cfg)
+    graph = export_graph(model)
+    inputs = detector_input(model, (96, 128))
+    expected = eager_detections(model, inputs)
 
     def match():
         with torch.no_grad():
             outputs = [value.numpy() for value in graph(inputs)]
-        return tool.match_detections(
+        return match_detections(
             dict(zip(graph.output_names, outputs)), expected, 128)
 
     assert match()['error'] is None
-    monkeypatch.setattr(detection.torchvision.ops, 'nms',
+    monkeypatch.setattr(torchvision.ops, 'nms',
                         lambda boxes, scores, iou: scores.argsort(
                             descending=True))
     result = match()
@@ -206,18 +209,26 @@ def test_verify_fails_without_nms(tool, monkeypatch):
     assert result['count'] == result['expected_count'] == 50
 
 
-def test_padded_check(tool):
-    model = tool.build_model(Config.fromfile(RETINANET))
+def test_padded_check_and_one_image(tmp_path):
+    model = build_model(RETINANET)
     assert model.data_preprocessor.pad_size_divisor == 32
-    assert tool.padded_check(model, PADDED[0], True) == PADDED
-    assert tool.padded_check(model, (128, 128), False) == ((112, 112),
-                                                           (128, 128))
+    assert padded_check(model, PADDED[0], True) == PADDED
+    assert padded_check(model, (128, 128), False) == ((112, 112), (128, 128))
+
+    # One image: refused before anything is exported or run.
+    onnx_file = tmp_path / 'x.onnx'
+    with pytest.raises(ValueError, match='batch_size must be 1'):
+        export_onnx(model, str(onnx_file), (128, 128), batch_size=2)
+    assert not onnx_file.exists()
+    with pytest.raises(ValueError, match='batch of each check must be 1'):
+        verify_onnx(str(onnx_file), model, [(2, 128, 128)])
+
     model.data_preprocessor.pad_size_divisor = 1
-    assert tool.padded_check(model, PADDED[0], True) is None
+    assert padded_check(model, PADDED[0], True) is None
 
 
 @pytest.mark.parametrize('config', [RETINANET, MASK_RCNN])
-def test_padded_input(tool, config):
+def test_padded_input(config):
     """A random image padded as mmdet pads it, with its ``img_shape``:
     the graph (in PyTorch) finds mmdet's detections, within the image.
     Without ``img_shape`` some boxes reach into the padding, so clipping
@@ -227,21 +238,20 @@ def test_padded_input(tool, config):
     cfg.merge_from_dict({'model.test_cfg.score_thr': 0.0}
                         if config == RETINANET else {})
     torch.manual_seed(0)
-    model = tool.build_model(cfg)
-    graph = tool.export_graph(model)
-    inputs = tool.pad_input(tool.detector_input(model, img_shape),
-                            pad_shape)
-    expected = tool.eager_detections(model, inputs, img_shape)
+    model = build_model(cfg)
+    graph = export_graph(model)
+    inputs = pad_input(detector_input(model, img_shape), pad_shape)
+    expected = eager_detections(model, inputs, img_shape)
     with torch.no_grad():
         unclipped = graph(inputs)[0]
         outputs = graph(inputs, torch.tensor(img_shape))
-    actual = {k: v.numpy() for k, v in zip(graph.output_names, outputs)}
+    actual = graph_detections(graph, outputs, img_shape)
     limits = torch.tensor(img_shape).flip(0).repeat(2)
     assert (unclipped > limits).any()
     assert (outputs[0] <= limits).all() and len(outputs[0]) > 0
     if 'masks' in actual:
         assert actual['masks'].shape[1:] == img_shape
-    result = tool.match_detections(actual, expected, max(pad_shape))
+    result = match_detections(actual, expected, max(pad_shape))
     assert result['error'] is None, result
 
 
@@ -259,9 +269,9 @@ def detections(num, seed=0, masks=False):
     return found
 
 
-def test_match_detections(tool):
+def test_match_detections():
     expected = detections(6, masks=True)
-    result = tool.match_detections(expected, expected, 80)
+    result = match_detections(expected, expected, 80)
     assert result['error'] is None and result['reordered'] == 0
     assert result['min_mask_iou'] == 1
 
@@ -269,16 +279,16 @@ def test_match_detections(tool):
     tied = {k: v.copy() for k, v in expected.items()}
     tied['scores'][2] = tied['scores'][3] + 5e-5
     swapped = {k: v[[0, 1, 3, 2, 4, 5]] for k, v in tied.items()}
-    result = tool.match_detections(swapped, tied, 80)
+    result = match_detections(swapped, tied, 80)
     assert result['error'] is None and result['reordered'] == 2
     # ... but not scores further apart
     swapped = {k: v[[0, 1, 3, 2, 4, 5]] for k, v in expected.items()}
-    assert tool.match_detections(swapped, expected, 80)['error'] is not None
+    assert match_detections(swapped, expected, 80)['error'] is not None
 
     def perturbed(key, index, change):
         found = {k: v.copy() for k, v in expected.items()}
         found[key][index] = change(found[key][index])
-        return tool.match_detections(found, expected, 80)
+        return match_detections(found, expected, 80)
 
     result = perturbed('boxes', 4, lambda box: box + 0.05)
     assert result['error'] is None and result['max_box'] == pytest.approx(
@@ -290,14 +300,14 @@ def test_match_detections(tool):
     assert result['error'] is not None and result['min_mask_iou'] < 0.5
 
     fewer = {k: v[:5] for k, v in expected.items()}
-    assert '5 detections, mmdet 6' in tool.match_detections(
+    assert '5 detections, mmdet 6' in match_detections(
         fewer, expected, 80)['error']
     none = {k: v[:0] for k, v in expected.items()}
-    result = tool.match_detections(none, none, 80)
+    result = match_detections(none, none, 80)
     assert result['error'] is None and result['count'] == 0
 
 
-def test_unsupported_post_processing(tool):
+def test_unsupported_post_processing():
     """Soft-NMS in either stage is refused when the model is built."""
     for config, key in ((RETINANET, 'model.test_cfg.nms.type'),
                         (MASK_RCNN, 'model.test_cfg.rpn.nms.type'),
@@ -305,4 +315,4 @@ def test_unsupported_post_processing(tool):
         cfg = Config.fromfile(config)
         cfg.merge_from_dict({key: 'soft_nms'})
         with pytest.raises(ValueError, match='Only plain NMS'):
-            tool.build_model(cfg)
+            build_model(cfg)

@@ -1,0 +1,309 @@
+"""The command line of ``tools/deployment/pytorch2onnx.py``: export an mmtnt
+classifier, segmentor or detector to ONNX (:func:`mmtnt.deploy.export_onnx`),
+check the graph with ONNX Runtime (``--verify``,
+:func:`mmtnt.deploy.verify_onnx`) and write an INT8 graph (``--int8``).
+
+It prints the graph's inputs and outputs, how its input must be normalised
+and, for a dynamic export, the ranges the tracer checked; ``--verify``
+prints one line per check and exits with status 1 when one fails.
+
+``--int8 dynamic|static`` also writes an INT8 graph for ONNX Runtime on
+the CPU (:func:`mmtnt.deploy.quantize.quantize_onnx`; static mode
+calibrates on ``--calibration-images`` training images through the
+validation pipeline and the model's data preprocessor). Its weights use 7
+bits, so that it computes the same on CPUs with and without VNNI. It is not
+compared by ``--verify``: docs/inference.md gives its accuracy on the demos
+and which layers stay fp32.
+
+Examples::
+
+    python tools/deployment/pytorch2onnx.py \\
+        configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
+        --output-file svt-s.onnx --shape 224 224 --dynamic-export --verify
+    python tools/deployment/pytorch2onnx.py \\
+        configs/twins/twins-svt-small_8xb128_in1k.py \\
+        mmtnt://twins-svt-small_8xb128_in1k --output-file svt-s.onnx \\
+        --shape 224 224 --verify
+    python tools/deployment/pytorch2onnx.py \\
+        configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py \\
+        --output-file upernet.onnx --shape 128 128 --dynamic-export \\
+        --verify --verify-shape 96 160
+    python tools/deployment/pytorch2onnx.py \\
+        configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
+        retinanet.pth --output-file retinanet.onnx --shape 128 128 \\
+        --dynamic-export --verify --verify-image scene.jpg
+    python tools/deployment/pytorch2onnx.py \\
+        configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
+        --output-file svt-s.onnx --shape 224 224 --dynamic-export \\
+        --int8 dynamic
+"""
+import argparse
+import os.path as osp
+import sys
+
+from mmengine.config import Config, DictAction
+
+from ..hub import HubError
+from .export import build_model, check_input_size, export_onnx
+from .graphs import (describe_preprocessing, export_graph, input_channels,
+                     is_detector, output_names)
+from .runtime import IMG_SHAPE_NAME, INPUT_NAME
+from .verify import DEFAULT_TOLERANCE, padded_check, verify_onnx, verify_sizes
+
+#: Images ``--int8 static`` calibrates on: as many as the INT8 table of
+#: docs/inference.md was measured with.
+DEFAULT_CALIBRATION_IMAGES = 64
+
+
+def parse_args(argv=None):
+    """The arguments of ``pytorch2onnx.py`` (``sys.argv`` without
+    ``argv``)."""
+    parser = argparse.ArgumentParser(
+        description='Export an mmtnt classifier, segmentor or detector to '
+        'ONNX.')
+    parser.add_argument('config', help='the config file')
+    parser.add_argument(
+        'checkpoint',
+        nargs='?',
+        help='the checkpoint: a file, or mmtnt://NAME[@SOURCE] for '
+        'published weights (fetched into the cache, see mmtnt.hub); '
+        'without it the weights are randomly initialised (for trying the '
+        'export)')
+    parser.add_argument(
+        '--output-file', required=True, help='the ONNX file to write')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs=2,
+        required=True,
+        metavar=('H', 'W'),
+        help='height and width of the input the graph is exported with '
+        '(a dynamic export is traced at 512 or more a side, see '
+        'mmtnt.deploy.MIN_DYNAMIC_TRACE_SIZE)')
+    parser.add_argument(
+        '--batch-size',
+        type=int,
+        default=1,
+        help='images per input (with --dynamic-export, any batch works); '
+        'detectors take 1')
+    parser.add_argument(
+        '--opset-version',
+        type=int,
+        default=None,
+        help='the ONNX opset; defaults to the exporter\'s default')
+    parser.add_argument(
+        '--dynamic-export',
+        action='store_true',
+        help='make batch, height and width dynamic axes (detectors: '
+        'height and width, the batch stays 1)')
+    parser.add_argument(
+        '--logits',
+        action='store_true',
+        help='classifiers: export the head\'s logits instead of the class '
+        'scores (softmax or sigmoid)')
+    parser.add_argument(
+        '--mask-output',
+        choices=['roi', 'image'],
+        default='roi',
+        help='Mask R-CNN: output each detection\'s mask probabilities '
+        '(roi_masks, K x 28 x 28; paste them with mmtnt.deploy.paste_masks) '
+        'or paste them into image masks in the graph (masks, K x h x w; '
+        'more memory)')
+    parser.add_argument(
+        '--verify',
+        action='store_true',
+        help='compare ONNX Runtime with PyTorch on random input (detectors: '
+        'with mmdet\'s predict, see mmtnt.deploy.verify); exit with '
+        'status 1 when they differ by more than allowed (classifiers: '
+        'mmtnt.deploy.CLS_TOLERANCES, segmentors: --tolerance)')
+    parser.add_argument(
+        '--verify-shape',
+        type=int,
+        nargs=2,
+        metavar=('H', 'W'),
+        help='the second input size --verify checks a dynamic export at; '
+        'defaults to one of other remainders than --shape (see '
+        'mmtnt.deploy.second_shape)')
+    parser.add_argument(
+        '--verify-image',
+        help='detectors: the image --verify resizes to each size (random '
+        'pixels without it, which a trained detector may find nothing in)')
+    parser.add_argument(
+        '--tolerance',
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help='segmentors: largest relative difference max|onnx - torch| / '
+        f'max|torch| accepted by --verify (default {DEFAULT_TOLERANCE})')
+    parser.add_argument(
+        '--int8',
+        choices=['dynamic', 'static'],
+        help='also write an INT8 graph for ONNX Runtime on the CPU '
+        '(mmtnt.deploy.quantize.quantize_onnx): dynamic (int8 weights, no '
+        'data needed) or static (activations calibrated on '
+        '--calibration-images images of the training set)')
+    parser.add_argument(
+        '--int8-file',
+        help='the INT8 graph to write; defaults to the output file with '
+        '"_int8" before ".onnx"')
+    parser.add_argument(
+        '--calibration-images',
+        type=int,
+        default=DEFAULT_CALIBRATION_IMAGES,
+        help='--int8 static: training images, through the validation '
+        f'pipeline, to calibrate on (default {DEFAULT_CALIBRATION_IMAGES})')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings of the config, as key=value pairs')
+    return parser.parse_args(argv)
+
+
+def load_config(args):
+    """The config with ``--cfg-options`` merged."""
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    return cfg
+
+
+def load_model(args):
+    """The config's model with the checkpoint's weights; SystemExit with
+    the reason when that fails."""
+    if args.batch_size < 1:
+        raise SystemExit('Error: --batch-size must be at least 1.')
+    if args.int8 is not None and args.calibration_images < 1:
+        raise SystemExit('Error: --calibration-images must be at least 1.')
+    try:
+        model = build_model(load_config(args), args.checkpoint)
+    except (ValueError, HubError) as error:
+        raise SystemExit(f'Error: {error}')
+    if is_detector(model) and args.batch_size != 1:
+        raise SystemExit('Error: detectors are exported for one image: '
+                         '--batch-size must be 1.')
+    return model
+
+
+def int8_file(args):
+    """Where ``--int8`` writes: ``--int8-file``, else the output file with
+    ``_int8`` before its extension.
+
+    Examples:
+        >>> int8_file(parse_args(['c.py', '--output-file', 'svt.onnx',
+        ...                       '--shape', '224', '224', '--int8',
+        ...                       'dynamic']))
+        'svt_int8.onnx'
+    """
+    if args.int8_file:
+        return args.int8_file
+    root, ext = osp.splitext(args.output_file)
+    return f'{root}_int8{ext or ".onnx"}'
+
+
+def write_int8(args):
+    """Quantize the exported graph as ``--int8`` asks and say where it is.
+    """
+    from .quantize import calibration_inputs, quantize_onnx
+    calibration = None
+    if args.int8 == 'static':
+        calibration = calibration_inputs(
+            load_config(args), args.calibration_images, split='train')
+    output_file = int8_file(args)
+    quantize_onnx(args.output_file, output_file, args.int8, calibration)
+    detail = ('7-bit int8 weights, activations quantized at run time'
+              if args.int8 == 'dynamic' else
+              f'calibrated on {len(calibration)} training images')
+    print(f'Wrote the INT8 graph ({args.int8}: {detail}) to {output_file}; '
+          'docs/inference.md says which layers stay fp32.')
+
+
+def format_range(low, high):
+    """``[low, high]``, ``inf`` for no ``high``."""
+    return f'[{low}, {"inf" if high is None else high}]'
+
+
+def report_export(args, model, graph, channels, ranges):
+    """Print what was exported: inputs, outputs, normalisation, axes."""
+    batch = 1 if is_detector(model) else 'N'
+    names = ', '.join(repr(name) for name in output_names(graph))
+    optional = (f' (and optional {IMG_SHAPE_NAME!r} (2, ) int64, the '
+                'height and width before padding)'
+                if is_detector(model) else '')
+    print(f'Exported {type(model).__name__} to {args.output_file}: input '
+          f'{INPUT_NAME!r} ({batch}, {channels}, H, W){optional}, '
+          f'output{"s" if ", " in names else ""} {names}.')
+    print(describe_preprocessing(model))
+    if not ranges:
+        print(f'Static input shape ({args.batch_size}, {channels}, '
+              f'{args.shape[0]}, {args.shape[1]}).')
+        return
+    axes = ('height and width (the batch is 1: detectors take one image)'
+            if is_detector(model) else 'batch, height and width')
+    print(f'Dynamic axes: {axes} (torch.export checked the graph for ' +
+          ', '.join(f'{axis} {format_range(*r)}'
+                    for axis, r in ranges.items()) +
+          '; sizes below those bounds are not excluded, only not checked '
+          'by the tracer).')
+
+
+def verify(args, model, graph, checks, channels):
+    """``--verify``: print a line per check; whether all passed."""
+    padded = None
+    if is_detector(model):
+        padded = padded_check(model, checks[-1][1:], args.dynamic_export)
+    try:
+        report = verify_onnx(
+            args.output_file,
+            graph,
+            checks,
+            channels,
+            tolerance=args.tolerance,
+            image=args.verify_image,
+            padded=padded)
+    except ValueError as error:
+        raise SystemExit(f'Error: {error}')
+    print(report)
+    return report.passed
+
+
+def main(argv=None):
+    """Run ``pytorch2onnx.py`` with ``argv`` (``sys.argv`` without it).
+
+    Raises:
+        SystemExit: With one line saying what is wrong with the arguments,
+            the config, the checkpoint or the input size; with status 1
+            when ``--verify`` fails.
+
+    Examples:
+        >>> main(['configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-'
+        ...       '128x128.py', '--output-file', 'upernet.onnx', '--shape',
+        ...       '128', '128', '--verify'])  # doctest: +SKIP
+    """
+    args = parse_args(argv)
+    model = load_model(args)
+    graph = export_graph(
+        model, logits=args.logits, mask_output=args.mask_output)
+    channels = input_channels(model)
+    checks = verify_sizes(graph, args.shape, args.batch_size,
+                          args.verify and args.dynamic_export,
+                          args.verify_shape)
+    try:
+        for _, height, width in checks:
+            check_input_size(graph, (height, width), channels)
+    except ValueError as error:
+        raise SystemExit(f'Error: {error}')
+
+    ranges = export_onnx(
+        graph,
+        args.output_file,
+        tuple(args.shape),
+        dynamic=args.dynamic_export,
+        channels=channels,
+        batch_size=args.batch_size,
+        opset_version=args.opset_version)
+    report_export(args, model, graph, channels, ranges)
+    if args.int8 is not None:
+        write_int8(args)
+    if args.verify and not verify(args, model, graph, checks, channels):
+        print('Error: ONNX Runtime and PyTorch disagree.', file=sys.stderr)
+        raise SystemExit(1)

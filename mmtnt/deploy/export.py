@@ -1,0 +1,350 @@
+"""Export an mmtnt classifier, segmentor or detector to ONNX.
+
+:func:`build_model` builds the model of a config or of a model name with
+its weights (through :func:`mmtnt.apis.init_model`, under the config's
+scope, none left behind); :func:`export_onnx` writes the graph of
+:func:`~mmtnt.deploy.graphs.export_graph` to an ONNX file.
+
+The graph is made by ``torch.onnx.export(..., dynamo=True)`` from a
+``torch.export`` program. With ``dynamic=True`` the batch, height and
+width are symbols (detectors: height and width; the batch is 1): the
+backbones' padding, LSA windows and masks, and the resizing of position
+embeddings and attention biases are computed from the input size inside the
+graph, so one graph serves every size the model takes. The returned ranges
+are what the tracer checked; they may start above the model's smallest
+input, whose 1-token maps it did not consider. A dynamic export is traced
+at :data:`MIN_DYNAMIC_TRACE_SIZE` or more a side. PyTorch's older
+TorchScript exporter (``dynamo=False``, deprecated) is not used: its tracer
+fixes every ``if`` on a size at the example's value, so the padding and
+masking would be kept or dropped for all sizes. During the export, adaptive
+average pooling to more than 1x1 (mmseg's pyramid pooling in UPerHead and
+PSPHead) runs as :class:`~mmtnt.deploy.graphs.AdaptiveAvgPool2dGraph`,
+whose windows follow the input size; the stock decomposition keeps the
+example's.
+
+For detectors the graph holds the box decoding, NMS (ONNX
+``NonMaxSuppression``) and, for Mask R-CNN, ``RoiAlign`` (each RoI on its
+FPN level) and the mask head, all standard ONNX operators. Its outputs are
+``boxes`` (K, 4) xyxy in input pixels, ``scores`` (K, ) by decreasing
+score, ``labels`` (K, ) int64 and, for Mask R-CNN, ``roi_masks`` (K, 28,
+28): each detection's mask probabilities over its box, which
+:func:`mmtnt.deploy.paste_masks` turns into mmdet's binary image masks
+(``mask_output='image'`` pastes them in the graph instead, as ``masks``
+(K, h, w), at more memory). An optional second input,
+:data:`IMG_SHAPE_NAME` (int64 (2, )), is the image's height and width
+before padding (mmdet's ``img_shape``, which boxes are clipped to and masks
+have); not fed, it is the input's size.
+"""
+import logging
+import os
+import os.path as osp
+
+import numpy as np
+import torch
+from mmengine.logging import print_log
+from mmengine.model import BaseModel, revert_sync_batchnorm
+
+from ..apis.model import init_model, model_config
+from .detection import UNPADDED, DetectorGraph, check_detector
+from .graphs import (export_friendly, export_graph, input_channels,
+                     is_detector, output_names)
+from .runtime import IMG_SHAPE_NAME, INPUT_NAME
+
+#: ONNX stores a graph with its weights in one protobuf of at most 2 GiB;
+#: larger weights go to an external ``.data`` file.
+MAX_EMBEDDED_WEIGHT_BYTES = 1.8 * 2**30
+#: The smallest height and width a dynamic export is traced at. torch.export
+#: (torch 2.13) takes a size derived from the input that is 1 at the example
+#: as 1 for every input, without a check that reaches the ONNX graph: traced
+#: at 224x224, Twins-SVT's 7x7 last stage is a single LSA window, and the
+#: graph fails at inputs with several (e.g. 256x320). At 512 every map of
+#: the three families has at least two windows or positions a side.
+MIN_DYNAMIC_TRACE_SIZE = 512
+
+
+def is_model_name(model):
+    """Whether ``model`` is a model name (a string that is no ``.py``
+    config file)."""
+    return isinstance(model, str) and osp.splitext(model)[1] != '.py'
+
+
+def build_model(model, checkpoint=None):
+    """Build the classifier, segmentor or detector of a config, or of a
+    model name, with its weights, ready for :func:`export_onnx`.
+
+    Args:
+        model (str | Config): A config file, a loaded config (mmtnt's, or
+            any whose ``default_scope`` is ``mmpretrain``, ``mmseg`` or
+            ``mmdet``), or a model name of :func:`mmtnt.apis.list_models`
+            (in any case).
+        checkpoint (str | bool, optional): The weights: a file, a URL or
+            ``mmtnt://NAME[@SOURCE]`` (fetched into the cache by
+            :func:`mmtnt.hub.prepare_checkpoint`). None: a model name's
+            published weights (``mmtnt://NAME``, else its config's
+            ``load_from``, else a warning), and for a config the weights
+            initialised at random (``init_weights()``; a warning is
+            logged). False: the random weights, for a name too.
+
+    Returns:
+        BaseModel: In eval mode, on the CPU, SyncBN layers replaced by
+        BatchNorm, with ``cfg`` and ``dataset_meta``
+        (:func:`mmtnt.apis.init_model`).
+
+    Raises:
+        ValueError: For an unknown model name, another ``default_scope``,
+            and models other than an image classifier with a head, an
+            ``EncoderDecoder`` and the detectors of
+            :func:`mmtnt.deploy.detection.check_detector`.
+        CheckpointFileError: If ``checkpoint`` is a file that is missing
+            or no checkpoint (a ValueError).
+        HubError: If published weights cannot be fetched.
+
+    Examples:
+        >>> from mmtnt.deploy import build_model
+        >>> model = build_model('configs/twins/twins-svt-small_8xb128_in1k.py',
+        ...                     'svt-s.pth')  # doctest: +SKIP
+        >>> model = build_model('twins-svt-small_8xb128_in1k')  # published
+        >>> type(model).__name__
+        'ImageClassifier'
+    """
+    pretrained = is_model_name(model) if checkpoint is None else checkpoint
+    config, checkpoint = model_config(model, pretrained)
+    if checkpoint is None:
+        print_log(
+            'Warning: no checkpoint given, the weights are randomly '
+            'initialised.',
+            logger='current',
+            level=logging.WARNING)
+    built = init_model(config, checkpoint, init_weights=True)
+    check_model_type(built)
+    return revert_sync_batchnorm(built).eval()
+
+
+def check_model_type(model):
+    """Raise a ValueError unless ``model`` is an image classifier with a
+    head, an mmseg ``EncoderDecoder`` or a detector that
+    :class:`mmtnt.deploy.DetectorGraph` exports."""
+    from mmpretrain.models import ImageClassifier
+    from mmseg.models.segmentors import EncoderDecoder
+    if isinstance(model, ImageClassifier) and model.with_head:
+        return
+    if isinstance(model, EncoderDecoder):
+        return
+    if is_detector(model):
+        check_detector(model)
+        return
+    raise ValueError(
+        f'Cannot export a {type(model).__name__}: mmtnt exports image '
+        'classifiers with a head (mmpretrain ImageClassifier), '
+        'segmentors (mmseg EncoderDecoder) and mmdet detectors.')
+
+
+def check_input_size(graph, shape, channels=None):
+    """Run a graph once at ``shape``, turning a size it refuses into a
+    clear ValueError.
+
+    Args:
+        graph (nn.Module): From :func:`~mmtnt.deploy.graphs.export_graph`.
+        shape (tuple[int, int]): Height and width.
+        channels (int, optional): Image channels. Defaults to the model's
+            (:func:`~mmtnt.deploy.graphs.input_channels`).
+
+    Raises:
+        ValueError: For a size that is not positive, or that the model
+            cannot take (too small for its patches and stages).
+
+    Examples:
+        >>> check_input_size(graph, (8, 64))  # a Twins classifier
+        Traceback (most recent call last):
+        ValueError: The model cannot take a 8x64 input (too small?): ...
+    """
+    height, width = shape
+    if height < 1 or width < 1:
+        raise ValueError(f'The input size must be positive, got '
+                         f'{height}x{width}.')
+    if channels is None:
+        channels = input_channels(graph)
+    try:
+        with torch.no_grad():
+            graph(torch.zeros(1, channels, height, width))
+    except (ValueError, RuntimeError) as error:
+        raise ValueError(
+            f'The model cannot take a {height}x{width} input (too small?): '
+            f'{error}') from error
+
+
+def export_onnx(model,
+                output_file,
+                shape,
+                dynamic=False,
+                channels=None,
+                batch_size=1,
+                logits=False,
+                checkpoint=None,
+                opset_version=None,
+                mask_output='roi'):
+    """Export a model to an ONNX file.
+
+    Args:
+        model (nn.Module | str | Config): What to export: a graph of
+            :func:`~mmtnt.deploy.graphs.export_graph` (or any module, as it
+            is), a model from :func:`build_model` (its
+            :func:`~mmtnt.deploy.graphs.export_graph` is exported), or what
+            :func:`build_model` takes: a config file, a Config or a model
+            name of :func:`mmtnt.apis.list_models`, built with
+            ``checkpoint``.
+        output_file (str): The ONNX file (its folder is made).
+        shape (tuple[int, int]): Height and width of the example input
+            (a dynamic export traces at :func:`dynamic_trace_shape`).
+        dynamic (bool): Batch, height and width as dynamic axes (for a
+            :class:`~mmtnt.deploy.DetectorGraph`, height and width).
+            Defaults to False.
+        channels (int, optional): Image channels. Defaults to the model's
+            (:func:`~mmtnt.deploy.graphs.input_channels`), 3 for another
+            module.
+        batch_size (int): Images of the example input (a dynamic export
+            traces at least 2, as a batch of 1 would be taken as a
+            constant). Defaults to 1. A detector's must be 1.
+        logits (bool): Classifiers built here or given as a model: export
+            the logits instead of the scores. Defaults to False.
+        checkpoint (str | bool, optional): The weights of a model that is
+            built here, as :func:`build_model` takes them: by default a
+            model name's published weights (``mmtnt://NAME``), and random
+            ones for a config.
+        opset_version (int, optional): The ONNX opset. Defaults to the
+            exporter's.
+        mask_output (str): Mask R-CNN built here or given as a model:
+            per-RoI masks (``'roi'``) or image masks (``'image'``), as
+            :func:`~mmtnt.deploy.graphs.export_graph` takes it. Defaults
+            to ``'roi'``.
+
+    Returns:
+        dict: For a dynamic export, the range ``(low, high)`` of ``batch``,
+        ``height`` and ``width`` the graph was exported for (``high`` None
+        when unbounded); empty otherwise.
+
+    Raises:
+        ValueError: For a detector with ``batch_size`` other than 1, a
+            checkpoint given with a built module, and what
+            :func:`build_model` raises.
+
+    A :class:`~mmtnt.deploy.DetectorGraph` has a second input,
+    :data:`IMG_SHAPE_NAME`: the image's height and width before padding,
+    int64 (2, ). It is optional: the graph stores a default (:data:`UNPADDED`,
+    which stands for the input's size) as an initializer of the same name,
+    which ONNX Runtime uses when it is not fed, so that one-input callers
+    keep working. (ONNX Runtime lists it among the session's
+    ``get_overridable_initializers()``, not ``get_inputs()``.)
+
+    Examples:
+        >>> from mmtnt.deploy import export_onnx
+        >>> ranges = export_onnx('twins-svt-small_8xb128_in1k', 'svt-s.onnx',
+        ...                      (224, 224), dynamic=True)  # published weights
+        >>> sorted(ranges)
+        ['batch', 'height', 'width']
+        >>> export_onnx('configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-'
+        ...             '128x128.py', 'upernet.onnx', (128, 128),
+        ...             checkpoint='iter_2000.pth')  # doctest: +SKIP
+        {}
+    """
+    if isinstance(model, torch.nn.Module):
+        if checkpoint is not None:
+            raise ValueError('checkpoint is for a model that export_onnx '
+                             'builds: load it into a built model instead.')
+        graph = export_graph(model, logits, mask_output) if isinstance(
+            model, BaseModel) else model
+    else:
+        graph = export_graph(
+            build_model(model, checkpoint), logits, mask_output)
+    if channels is None:
+        channels = input_channels(graph)
+    detector = isinstance(graph, DetectorGraph)
+    if detector and batch_size != 1:
+        raise ValueError('Detectors are exported for one image: batch_size '
+                         f'must be 1, got {batch_size}.')
+    from torch.export import Dim
+    if dynamic:
+        axes = {2: Dim.DYNAMIC, 3: Dim.DYNAMIC}
+        if not detector:
+            batch_size = max(batch_size, 2)
+            axes[0] = Dim.DYNAMIC
+        dynamic_shapes = (axes, None) if detector else (axes, )
+        shape = dynamic_trace_shape(shape)
+    else:
+        dynamic_shapes = None
+    example = (torch.randn(batch_size, channels, *shape), )
+    if detector:
+        example += (torch.tensor(shape), )
+    with torch.no_grad(), export_friendly(graph):
+        program = torch.export.export(
+            graph, example, dynamic_shapes=dynamic_shapes, strict=False)
+    onnx_program = torch.onnx.export(
+        program,
+        example,
+        dynamo=True,
+        input_names=[INPUT_NAME, IMG_SHAPE_NAME][:len(example)],
+        output_names=output_names(graph),
+        opset_version=opset_version,
+        verbose=False)
+    if detector:
+        default_img_shape(onnx_program.model.graph)
+    weight_bytes = sum(p.numel() * p.element_size()
+                       for p in graph.parameters())
+    os.makedirs(osp.dirname(osp.abspath(output_file)), exist_ok=True)
+    onnx_program.save(
+        output_file,
+        external_data=weight_bytes > MAX_EMBEDDED_WEIGHT_BYTES)
+    return dynamic_ranges(program) if dynamic else {}
+
+
+def default_img_shape(onnx_graph):
+    """Make a detector graph's :data:`IMG_SHAPE_NAME` input optional: an
+    initializer of that name holds :data:`UNPADDED`.
+
+    Args:
+        onnx_graph (onnx_ir.Graph): The exported graph, changed in place.
+    """
+    import onnx_ir as ir
+    value = next(v for v in onnx_graph.inputs if v.name == IMG_SHAPE_NAME)
+    value.const_value = ir.tensor(np.array(UNPADDED, dtype=np.int64),
+                                  name=IMG_SHAPE_NAME)
+    onnx_graph.register_initializer(value)
+
+
+def dynamic_trace_shape(shape):
+    """The example size a dynamic export is traced at: ``shape``, each side
+    at least :data:`MIN_DYNAMIC_TRACE_SIZE`.
+
+    Examples:
+        >>> dynamic_trace_shape((224, 640))
+        (512, 640)
+    """
+    return tuple(max(size, MIN_DYNAMIC_TRACE_SIZE) for size in shape)
+
+
+def dynamic_ranges(program):
+    """The range of each dynamic input axis of an exported program.
+
+    Args:
+        program (torch.export.ExportedProgram): With one image input.
+
+    Returns:
+        dict: ``batch``, ``height``, ``width`` -> ``(low, high)``, ``high``
+        None when unbounded.
+    """
+    name = program.graph_signature.user_inputs[0]
+    node = next(n for n in program.graph.nodes if n.name == name)
+    ranges = {}
+    for axis, dim in (('batch', 0), ('height', 2), ('width', 3)):
+        size = node.meta['val'].shape[dim]
+        if not isinstance(size, torch.SymInt):
+            ranges[axis] = (int(size), int(size))
+            continue
+        value_range = program.range_constraints.get(size.node.expr)
+        if value_range is None:
+            ranges[axis] = (1, None)
+            continue
+        upper = value_range.upper
+        ranges[axis] = (int(value_range.lower),
+                        int(upper) if upper.is_Integer else None)
+    return ranges

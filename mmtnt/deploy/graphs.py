@@ -1,0 +1,423 @@
+"""What is exported of each model: the modules that :func:`export_graph`
+wraps a classifier, segmentor or detector in.
+
+- classifiers (mmpretrain ``ImageClassifier``, configs with
+  ``default_scope='mmpretrain'``): images -> class scores (N, num_classes),
+  the head's logits through softmax (sigmoid for multi-label heads), i.e.
+  the ``pred_score`` of mmpretrain's ``predict``; with ``logits=True`` the
+  logits themselves (``model(x, mode='tensor')``) (:class:`ClassifierGraph`);
+- segmentors (mmseg ``EncoderDecoder``, ``default_scope='mmseg'``): images
+  -> segmentation logits (N, num_classes, H, W) at the input resolution,
+  i.e. ``model.encode_decode`` (the decode head's logits resized
+  bilinearly to the input), what ``test_cfg=dict(mode='whole')`` inference
+  computes before the arg-max. Sliding-window inference is not part of the
+  graph (:class:`SegmentorGraph`);
+- detectors (mmdet RetinaNet, and Mask R-CNN / Faster R-CNN: RPNHead with a
+  StandardRoIHead; ``default_scope='mmdet'``): one image (1, C, H, W) ->
+  its detections after post-processing, as mmdet's ``predict(...,
+  rescale=False)`` (:class:`mmtnt.deploy.DetectorGraph`).
+
+The input is the image as the model receives it (N, C, H, W) in float32:
+already normalised by the config's data preprocessor (``(img - mean) /
+std``, channels in its order, :func:`describe_preprocessing`). The plain
+model is wrapped: mmtnt's CPU accelerator (``mmtnt.accelerate_for_cpu``)
+is not applied.
+"""
+import contextlib
+from unittest import mock
+
+import torch
+import torch.nn as nn
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from ..models.layers import attention as attention_layers
+from .detection import DetectorGraph
+
+#: The parts that the queries of an attention over a whole token map are
+#: cut into in an exported graph (:func:`query_chunked_attention`): a part
+#: forms 1/8 of the (queries x keys) weights at a time, with their softmax.
+#: The demo Mask R-CNN (Twins-SVT) on an 800x1333 image has 4200 x 1050
+#: weights in 4 heads in its third stage's global attention, 67 MiB, twice
+#: with the softmax; a part's 8.4 MiB are less than the 4x hidden channels
+#: of an MLP of its first stage (33 MiB), so that attention no longer sets
+#: the peak.
+ATTENTION_QUERY_CHUNKS = 8
+#: Attention whose weights per batch entry and head (queries x keys) are
+#: known during the export to be fewer than this (4 MiB in float32) is not
+#: cut: the whole matrix is no burden, and parts would only add nodes.
+MIN_CHUNKED_WEIGHTS = 2**20
+
+
+class ClassifierGraph(nn.Module):
+    """What is exported of an image classifier: images -> class scores.
+
+    Args:
+        classifier (nn.Module): An mmpretrain ``ImageClassifier`` with a
+            head.
+        logits (bool): Return the head's logits instead of the scores.
+            Defaults to False.
+
+    Examples:
+        >>> import torch
+        >>> from mmtnt.deploy import ClassifierGraph, build_model
+        >>> graph = ClassifierGraph(build_model(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')).eval()
+        >>> scores = graph(torch.rand(2, 1, 32, 32))
+        >>> scores.shape, bool(scores.sum(dim=1).allclose(torch.ones(2)))
+        (torch.Size([2, 10]), True)
+    """
+    output_name = 'scores'
+
+    def __init__(self, classifier, logits=False):
+        super().__init__()
+        self.classifier = classifier
+        self.logits = logits
+        if logits:
+            self.output_name = 'logits'
+
+    def forward(self, inputs):
+        logits = self.classifier(inputs, mode='tensor')
+        if self.logits:
+            return logits
+        from mmpretrain.models.heads import MultiLabelClsHead
+        if isinstance(self.classifier.head, MultiLabelClsHead):
+            return logits.sigmoid()
+        return logits.softmax(dim=-1)
+
+
+class SegmentorGraph(nn.Module):
+    """What is exported of a segmentor: images -> segmentation logits at the
+    input resolution (``encode_decode``: the decode head's output resized
+    to the input, before soft-max and arg-max).
+
+    Args:
+        segmentor (nn.Module): An mmseg ``EncoderDecoder``.
+
+    Examples:
+        >>> import torch
+        >>> from mmtnt.deploy import SegmentorGraph, build_model
+        >>> graph = SegmentorGraph(build_model('configs/demo/'
+        ...     'upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py')).eval()
+        >>> graph(torch.rand(1, 3, 96, 160)).shape
+        torch.Size([1, 5, 96, 160])
+    """
+    output_name = 'seg_logits'
+
+    def __init__(self, segmentor):
+        super().__init__()
+        self.segmentor = segmentor
+
+    def forward(self, inputs):
+        # An img_shape that is a torch.Size is the output size for every
+        # mmseg decode head; under torch.export its sizes stay symbolic.
+        img_metas = [dict(img_shape=inputs.shape[2:])]
+        return self.segmentor.encode_decode(inputs, img_metas)
+
+
+#: The graph classes of :func:`export_graph`, by the attribute that holds
+#: the wrapped model.
+GRAPHS = {
+    'classifier': ClassifierGraph,
+    'segmentor': SegmentorGraph,
+    'detector': DetectorGraph,
+}
+
+
+def is_detector(model):
+    """Whether ``model`` is an mmdet detector."""
+    from mmdet.models.detectors import BaseDetector
+    return isinstance(model, BaseDetector)
+
+
+def export_graph(model, logits=False, mask_output='roi'):
+    """The module that is exported for a model (see the module docstring).
+
+    Args:
+        model (nn.Module): A model from :func:`mmtnt.deploy.build_model`.
+        logits (bool): Classifiers: the logits instead of the scores.
+            Defaults to False.
+        mask_output (str): Mask R-CNN: ``'roi'`` outputs each detection's
+            mask probabilities ``roi_masks`` (K, M, M), pasted afterwards
+            by :func:`mmtnt.deploy.paste_masks`; ``'image'`` pastes them in
+            the graph (``masks`` (K, h, w) bool, more memory). Defaults to
+            ``'roi'``.
+
+    Returns:
+        ClassifierGraph | SegmentorGraph | DetectorGraph: In eval mode.
+
+    Examples:
+        >>> from mmtnt.deploy import build_model, export_graph
+        >>> graph = export_graph(build_model(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py'), logits=True)
+        >>> type(graph).__name__, graph.output_name
+        ('ClassifierGraph', 'logits')
+    """
+    from mmpretrain.models import ImageClassifier
+    if isinstance(model, ImageClassifier):
+        return ClassifierGraph(model, logits=logits).eval()
+    if is_detector(model):
+        return DetectorGraph(model, mask_output=mask_output).eval()
+    return SegmentorGraph(model).eval()
+
+
+def is_graph(module):
+    """Whether ``module`` is one of the graphs of :func:`export_graph`."""
+    return isinstance(module, tuple(GRAPHS.values()))
+
+
+def wrapped_model(graph):
+    """The model that a graph of :func:`export_graph` wraps; None for any
+    other module."""
+    for name, graph_class in GRAPHS.items():
+        if isinstance(graph, graph_class):
+            return getattr(graph, name)
+    return None
+
+
+def output_names(graph):
+    """The names of the outputs of a graph of :func:`export_graph` (any
+    other module: ``['output']``)."""
+    if isinstance(graph, DetectorGraph):
+        return list(graph.output_names)
+    return [getattr(graph, 'output_name', 'output')]
+
+
+def input_channels(model):
+    """The image channels the model takes: those its data preprocessor
+    normalises, else 3.
+
+    Args:
+        model (nn.Module): A model from :func:`mmtnt.deploy.build_model`,
+            or a graph of :func:`export_graph` (its model's); any other
+            module takes 3.
+
+    Returns:
+        int: The channels.
+    """
+    if is_graph(model):
+        model = wrapped_model(model)
+    preprocessor = getattr(model, 'data_preprocessor', None)
+    mean = getattr(preprocessor, 'mean', None)
+    return 3 if mean is None else int(mean.shape[0])
+
+
+def channels_reversed(preprocessor):
+    """Whether a data preprocessor reverses the channels (BGR to RGB):
+    mmpretrain's ``to_rgb``, mmseg's ``bgr_to_rgb`` (or ``rgb_to_bgr``),
+    mmengine's and mmdet's ``_channel_conversion``."""
+    return any(
+        getattr(preprocessor, name, False)
+        for name in ('to_rgb', 'channel_conversion', '_channel_conversion'))
+
+
+def describe_preprocessing(model):
+    """One line saying how the graph's input must be normalised.
+
+    Examples:
+        >>> from mmtnt.deploy import build_model, describe_preprocessing
+        >>> print(describe_preprocessing(build_model('configs/demo/'
+        ...     'upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py')))
+        The graph takes (img - mean) / std, mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], channels reversed from the order images are loaded in (BGR to RGB).
+    """  # noqa: E501
+    preprocessor = model.data_preprocessor
+    mean = getattr(preprocessor, 'mean', None)
+    if mean is None:
+        return 'The graph takes the image unnormalised.'
+    mean = [round(float(v), 3) for v in mean.flatten()]
+    std = [round(float(v), 3) for v in preprocessor.std.flatten()]
+    order = ('reversed from the order images are loaded in (BGR to RGB)'
+             if channels_reversed(preprocessor) else
+             'in the order images are loaded in')
+    return (f'The graph takes (img - mean) / std, mean={mean}, std={std}, '
+            f'channels {order}.')
+
+
+class AdaptiveAvgPool2dGraph(nn.Module):
+    """``nn.AdaptiveAvgPool2d`` as two products with averaging matrices,
+    built from the input size inside the graph.
+
+    PyTorch's decomposition of adaptive average pooling for the ONNX exporter
+    takes the pooling windows of the example input as constants, so an
+    exported graph would pool a map of another size wrongly (mmseg's
+    pyramid pooling in UPerHead and PSPHead). Window ``i`` of ``s`` over
+    ``n`` positions is ``[floor(i * n / s), ceil((i + 1) * n / s))``, as in
+    PyTorch.
+
+    Args:
+        output_size (int | tuple[int | None, int | None]): As for
+            ``nn.AdaptiveAvgPool2d`` (None keeps the input's size).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.rand(2, 4, 13, 7)
+        >>> pool = AdaptiveAvgPool2dGraph((3, 2))
+        >>> torch.allclose(pool(x), nn.AdaptiveAvgPool2d((3, 2))(x))
+        True
+    """
+
+    def __init__(self, output_size):
+        super().__init__()
+        if isinstance(output_size, int):
+            output_size = (output_size, output_size)
+        self.output_size = tuple(output_size)
+
+    @staticmethod
+    def averaging_matrix(in_size, out_size, x):
+        """(out_size, in_size) weights averaging each window, in the dtype
+        and on the device of ``x``."""
+        i = torch.arange(out_size, device=x.device)
+        start = torch.div(i * in_size, out_size, rounding_mode='floor')
+        end = torch.div((i + 1) * in_size + out_size - 1, out_size,
+                        rounding_mode='floor')
+        j = torch.arange(in_size, device=x.device)
+        inside = (j[None] >= start[:, None]) & (j[None] < end[:, None])
+        return inside.to(x.dtype) / (end - start)[:, None].to(x.dtype)
+
+    def forward(self, x):
+        height, width = x.shape[-2:]
+        out_h, out_w = (size if out is None else out
+                        for out, size in zip(self.output_size, (height,
+                                                                width)))
+        rows = self.averaging_matrix(height, out_h, x)
+        cols = self.averaging_matrix(width, out_w, x)
+        return rows @ x @ cols.transpose(0, 1)
+
+
+#: mmtnt's attention function, which :func:`chunked_attention` replaces
+#: with :func:`query_chunked_attention` for a while.
+PLAIN_ATTENTION = attention_layers.scaled_dot_product_attention
+
+
+def cuts_queries(query, key):
+    """Whether :func:`query_chunked_attention` cuts the queries: unless the
+    weights per batch entry and head (queries x keys) are known, while the
+    graph is traced, to be fewer than :data:`MIN_CHUNKED_WEIGHTS`.
+
+    In a dynamic export the attention within windows (Twins' LSA) and
+    sentences (TNT's and PyramidTNT's words), whose sizes the model fixes,
+    stays whole, and attention over the whole token map, whose queries
+    follow the input's size (a symbol), is cut. In a static export the
+    sizes decide.
+
+    Examples:
+        >>> q, k = torch.rand(8, 4, 49, 32), torch.rand(8, 4, 49, 32)
+        >>> cuts_queries(q, k), cuts_queries(torch.rand(1, 4, 4200, 32),
+        ...                                  torch.rand(1, 4, 1050, 32))
+        (False, True)
+    """
+    return not statically_known_true(
+        query.shape[-2] * key.shape[-2] < MIN_CHUNKED_WEIGHTS)
+
+
+def query_chunked_attention(query,
+                            key,
+                            value,
+                            attn_mask=None,
+                            dropout_p=0.,
+                            chunks=ATTENTION_QUERY_CHUNKS):
+    """mmtnt's attention (:data:`PLAIN_ATTENTION`) over ``chunks`` parts of
+    the queries in turn, the outputs joined, where :func:`cuts_queries`
+    says so; else in one piece.
+
+    The result is the same, since the softmax normalises each query's
+    weights on their own; but a graph exported from it forms the weights of
+    one part at a time, 1/``chunks`` of the (queries x keys) matrix, where
+    PyTorch's fused attention never forms them all and the ONNX exporter's
+    decomposition (``MatMul``, ``Softmax``, ``MatMul``) would. The parts'
+    bounds are computed from the number of queries, so that they follow the
+    input in a dynamic export.
+
+    Args:
+        query (Tensor): Shape (..., Nq, d).
+        key (Tensor): Shape (..., Nk, d).
+        value (Tensor): Shape (..., Nk, d_v).
+        attn_mask (Tensor, optional): A float bias added to the logits, or
+            a boolean mask, True where a query may attend a key; broadcast
+            to (..., Nq, Nk), its queries' axis 1 or Nq.
+        dropout_p (float): Dropout rate on the attention weights.
+        chunks (int): The parts. Defaults to
+            :data:`ATTENTION_QUERY_CHUNKS`.
+
+    Returns:
+        Tensor: Shape (..., Nq, d_v).
+
+    Examples:
+        >>> q, k = torch.rand(1, 4, 4200, 8), torch.rand(1, 4, 1050, 8)
+        >>> torch.allclose(query_chunked_attention(q, k, k),
+        ...                PLAIN_ATTENTION(q, k, k), atol=1e-6)
+        True
+    """
+    if not cuts_queries(query, key):
+        return PLAIN_ATTENTION(query, key, value, attn_mask, dropout_p)
+    num_queries = query.shape[-2]
+    bounds = [part * num_queries // chunks for part in range(chunks + 1)]
+    split_mask = attn_mask is not None and not statically_known_true(
+        attn_mask.shape[-2] == 1)
+    outputs = []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        mask = attn_mask[..., start:end, :] if split_mask else attn_mask
+        outputs.append(
+            PLAIN_ATTENTION(query[..., start:end, :], key, value, mask,
+                            dropout_p))
+    return torch.cat(outputs, dim=-2)
+
+
+def chunked_attention():
+    """A context in which the attention layers of mmtnt
+    (:mod:`mmtnt.models.layers.attention`) compute their attention by
+    :func:`query_chunked_attention`; afterwards as before.
+
+    Examples:
+        >>> from mmtnt.models.layers import MultiheadAttention
+        >>> layer, x = MultiheadAttention(16, 2).eval(), torch.rand(1, 9, 16)
+        >>> with chunked_attention():
+        ...     chunked = layer(x)
+        >>> torch.allclose(chunked, layer(x), atol=1e-6)
+        True
+    """
+    return mock.patch.object(attention_layers, 'scaled_dot_product_attention',
+                             query_chunked_attention)
+
+
+@contextlib.contextmanager
+def export_friendly(module):
+    """Within the block, the adaptive average poolings of ``module`` that
+    do not pool to 1x1 are :class:`AdaptiveAvgPool2dGraph`, and, unless
+    ``module`` is a :class:`ClassifierGraph`, mmtnt's attention layers cut
+    their queries into parts (:func:`chunked_attention`); all is put back
+    afterwards.
+
+    Segmentors and detectors run at 512 to 1333 pixels a side, where the
+    attention over a whole token map has millions of weights per head, and
+    the parts keep the graph's memory near the eager model's. Classifiers
+    run at 224 to 384, where it has fewer than :data:`MIN_CHUNKED_WEIGHTS`,
+    and the parts would only add copies of the queries and outputs (see
+    docs/inference.md, "Mask R-CNN at 800x1333").
+
+    Args:
+        module (nn.Module): Changed in place for the block.
+
+    Examples:
+        >>> module = nn.Sequential(nn.AdaptiveAvgPool2d(3))
+        >>> with export_friendly(module):
+        ...     type(module[0]).__name__
+        'AdaptiveAvgPool2dGraph'
+        >>> type(module[0]).__name__
+        'AdaptiveAvgPool2d'
+    """
+    swapped = []
+    for parent in module.modules():
+        for name, child in parent.named_children():
+            if (isinstance(child, nn.AdaptiveAvgPool2d)
+                    and child.output_size not in (1, (1, 1))):
+                swapped.append((parent, name, child))
+                setattr(parent, name,
+                        AdaptiveAvgPool2dGraph(child.output_size))
+    parts = (contextlib.nullcontext() if isinstance(module, ClassifierGraph)
+             else chunked_attention())
+    try:
+        with parts:
+            yield module
+    finally:
+        for parent, name, child in swapped:
+            setattr(parent, name, child)

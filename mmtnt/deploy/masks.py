@@ -1,0 +1,194 @@
+"""Instance masks of Mask R-CNN from its per-RoI masks: pasted into the
+image after the graph (:func:`paste_masks`), or inside it
+(:func:`paste_masks_separable`).
+
+An exported Mask R-CNN (:class:`~mmtnt.deploy.DetectorGraph`) outputs by
+default the mask head's probabilities of each detection, ``roi_masks``
+(K, M, M) with M = 28, next to its ``boxes``. :func:`paste_masks` turns
+them into the binary image masks (K, h, w) that mmdet's ``predict`` gives,
+the same pixels as mmdet's CPU paste. Pasted after the graph, the masks
+take K * M * M floats in it instead of K * h * w, and the paste costs
+what it costs in mmdet: each mask is resampled over its box only.
+"""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
+    """Binary image masks from per-RoI mask probabilities, as mmdet's
+    ``FCNMaskHead`` pastes them on the CPU.
+
+    Each mask is resampled bilinearly over its box (mmdet's
+    ``_do_paste_mask`` with ``skip_empty=True``: ``grid_sample`` at the
+    pixel centres from one pixel left of and above the box to one pixel
+    right of and below it, within the image) and thresholded at
+    ``threshold`` (mmdet's ``>= mask_thr_binary``); pixels farther from
+    the box are False. On the CPU the masks are those of mmdet's
+    ``predict``, pixel for pixel, given the same boxes and probabilities.
+
+    With ``predict(..., rescale=False)`` (the boxes of an exported graph)
+    ``img_shape`` is the image's size as fed, mmdet's ``img_shape``. For
+    the masks of ``rescale=True``, at the original image's size, divide
+    the boxes by ``scale_factor`` in float32 and paste at ``ori_shape``,
+    as mmdet does (see the examples).
+
+    Args:
+        roi_masks (np.ndarray | Tensor): (K, M, M) mask probabilities
+            (the graph's ``roi_masks``), or (K, 1, M, M).
+        boxes (np.ndarray | Tensor): (K, 4) x1 y1 x2 y2 in pixels, float32.
+        img_shape (tuple[int]): Height and width of the image masks.
+        threshold (float): A pixel is in a mask when its probability is
+            at least this, mmdet's ``test_cfg.rcnn.mask_thr_binary``.
+            Defaults to 0.5.
+
+    Returns:
+        np.ndarray | Tensor: (K, h, w) bool, a NumPy array for NumPy
+        ``roi_masks``, else a tensor on their device.
+
+    Examples:
+        >>> import numpy as np
+        >>> masks = paste_masks(np.ones((1, 28, 28), np.float32),
+        ...                     np.array([[2., 1., 5., 3.]], np.float32),
+        ...                     (4, 8))
+        >>> masks.astype(int)
+        array([[[0, 0, 0, 0, 0, 0, 0, 0],
+                [0, 0, 1, 1, 1, 0, 0, 0],
+                [0, 0, 1, 1, 1, 0, 0, 0],
+                [0, 0, 0, 0, 0, 0, 0, 0]]])
+        >>> # the masks of predict(..., rescale=True): boxes scaled back to
+        >>> # the original image (scale_factor = (w_scale, h_scale))
+        >>> scale = np.array(scale_factor * 2, np.float32)
+        >>> masks = paste_masks(roi_masks, boxes / scale, ori_shape)
+    """
+    as_numpy = not isinstance(roi_masks, torch.Tensor)
+    roi_masks = torch.as_tensor(np.asarray(roi_masks) if as_numpy else
+                                roi_masks).float()
+    boxes = torch.as_tensor(boxes, device=roi_masks.device).float()
+    height, width = (int(size) for size in img_shape[:2])
+    roi_masks = roi_masks.reshape(len(roi_masks), 1, *roi_masks.shape[-2:])
+    image_masks = torch.zeros(
+        len(roi_masks), height, width, dtype=torch.bool,
+        device=roi_masks.device)
+    for index in range(len(roi_masks)):
+        pasted, (rows, cols) = paste_mask(roi_masks[index:index + 1],
+                                          boxes[index], height, width)
+        image_masks[index, rows, cols] = pasted >= threshold
+    return image_masks.cpu().numpy() if as_numpy else image_masks
+
+
+def paste_mask(roi_mask, box, height, width):
+    """One mask resampled over the region of the image that its box
+    covers, with a margin of one pixel: mmdet's ``_do_paste_mask`` of one
+    box with ``skip_empty=True``, step by step.
+
+    Args:
+        roi_mask (Tensor): (1, 1, M, M) float32 probabilities.
+        box (Tensor): (4, ) float32 x1 y1 x2 y2.
+        height (int): The image's height.
+        width (int): The image's width.
+
+    Returns:
+        tuple[Tensor, tuple[slice, slice]]: The probabilities (h', w') and
+        the rows and columns of the image they cover.
+
+    Examples:
+        >>> pasted, (rows, cols) = paste_mask(
+        ...     torch.ones(1, 1, 28, 28), torch.tensor([2., 1., 5., 3.]),
+        ...     4, 8)
+        >>> pasted.shape, rows, cols
+        (torch.Size([4, 5]), slice(0, 4, None), slice(1, 6, None))
+    """
+    x0, y0 = (box[:2].floor() - 1).clamp(min=0).int().tolist()
+    # Boxes wholly outside the image cover nothing (mmdet's paste fails).
+    x1 = max(x0, int((box[2].ceil() + 1).clamp(max=width)))
+    y1 = max(y0, int((box[3].ceil() + 1).clamp(max=height)))
+    device = roi_mask.device
+    img_y = torch.arange(y0, y1, device=device).float() + 0.5
+    img_x = torch.arange(x0, x1, device=device).float() + 0.5
+    img_y = _grid_coords(img_y, box[1], box[3])
+    img_x = _grid_coords(img_x, box[0], box[2])
+    grid = torch.stack([
+        img_x[None, :].expand(len(img_y), len(img_x)),
+        img_y[:, None].expand(len(img_y), len(img_x))
+    ], dim=2)
+    pasted = F.grid_sample(roi_mask, grid[None], align_corners=False)
+    return pasted[0, 0], (slice(y0, y1), slice(x0, x1))
+
+
+def _grid_coords(centres, lo, hi):
+    """Pixel centres as ``grid_sample`` coordinates over [lo, hi]: -1 and 1
+    at the ends, 0 where the box has no extent (infinite ones, as mmdet)."""
+    coords = (centres - lo) / (hi - lo) * 2 - 1
+    return torch.where(torch.isinf(coords), coords.new_zeros(()), coords)
+
+
+def paste_masks_separable(roi_masks, boxes, img_shape):
+    """Per-RoI masks pasted over the whole image by two matrix products
+    per mask, ``Ry @ mask @ Rx.T``, for export: the bilinear sampling of
+    :func:`paste_masks` (before the threshold) written as interpolation
+    matrices.
+
+    Every row of ``Ry`` (h, M) holds the two bilinear weights of one image
+    row's centre in the mask, ``Rx`` (w, M) those of the columns; rows and
+    columns outside the region that mmdet pastes (the box grown by one
+    pixel) are zero. The memory is that of the result (K, h, w) and of
+    the matrices (K, h + w, M), where a sampling grid takes (K, h, w, 2)
+    more. The probabilities differ from mmdet's by float rounding only, so
+    a pixel differs in the binary mask only within that of the threshold.
+
+    Args:
+        roi_masks (Tensor): (K, M, M) probabilities.
+        boxes (Tensor): (K, 4) x1 y1 x2 y2 in pixels.
+        img_shape (tuple): The image's height and width: ints or symbolic
+            sizes.
+
+    Returns:
+        Tensor: (K, h, w) probabilities.
+
+    Examples:
+        >>> paste_masks_separable(torch.ones(1, 28, 28),
+        ...                       torch.tensor([[2., 2., 6., 6.]]),
+        ...                       (8, 8)).shape
+        torch.Size([1, 8, 8])
+    """
+    img_h, img_w = img_shape
+    size_y, size_x = roi_masks.shape[-2:]
+    x0, y0, x1, y1 = boxes[:, :, None].unbind(1)  # each (K, 1)
+    rows = interpolation_matrix(y0, y1, img_h, size_y)
+    cols = interpolation_matrix(x0, x1, img_w, size_x)
+    return rows @ (roi_masks @ cols.transpose(1, 2))
+
+
+def interpolation_matrix(lo, hi, size, mask_size):
+    """The bilinear weights of ``size`` pixel centres along one image axis
+    in masks of ``mask_size`` over [lo, hi], as ``grid_sample``
+    (``align_corners=False``, zeros outside the mask) weighs them.
+
+    Args:
+        lo (Tensor): (K, 1) the boxes' starts along the axis.
+        hi (Tensor): (K, 1) their ends.
+        size (int): The image's size along the axis (may be symbolic).
+        mask_size (int): The masks' size along it.
+
+    Returns:
+        Tensor: (K, size, mask_size), zero outside the pixels that mmdet's
+        paste covers (:func:`paste_mask`).
+    """
+    zero = lo.new_zeros(())
+    centres = torch.arange(size, device=lo.device).to(lo) + 0.5
+    coords = _grid_coords(centres, lo, hi)  # (K, size)
+    # grid_sample's unnormalisation (align_corners=False), then its
+    # bilinear weights of the cells left and right of each coordinate.
+    source = ((coords + 1) * mask_size - 1) / 2
+    left = source.floor()
+    right_weight = source - left
+    cells = torch.arange(mask_size, device=lo.device).to(lo)
+    weights = (torch.where(cells == left[..., None],
+                           (1 - right_weight)[..., None], zero) +
+               torch.where(cells == left[..., None] + 1,
+                           right_weight[..., None], zero))
+    first = (lo.floor() - 1).clamp(min=0)
+    end = (hi.ceil() + 1).clamp(max=size)
+    pasted = (centres >= first) & (centres < end)
+    return torch.where(pasted[..., None], weights, zero)

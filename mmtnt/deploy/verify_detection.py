@@ -1,0 +1,362 @@
+"""Verify an exported detector: ONNX Runtime against mmdet's own
+``predict``.
+
+:func:`verify_detector_onnx` runs the graph of a
+:class:`~mmtnt.deploy.DetectorGraph` with ONNX Runtime (CPU) and mmdet's
+eager ``predict`` (mmcv's NMS and RoIAlign, not the graph's PyTorch code)
+on the same preprocessed inputs: an image resized to each size (random
+pixels without one, in which a trained detector may find nothing: 0
+detections on both sides passes), and optionally one padded as mmdet's
+``DetDataPreprocessor`` pads (:func:`pad_input`) with its ``img_shape``
+fed. :func:`match_detections` then asks for the same number of detections
+and labels, boxes within :data:`DET_BOX_TOLERANCE` of the input's longer
+side, scores within :data:`DET_SCORE_TOLERANCE` and mask IoU at least
+:data:`DET_MASK_IOU`; detections whose scores are that close may come in
+another order (they are matched as a set, and counted).
+"""
+import numpy as np
+import torch
+
+from .graphs import channels_reversed, input_channels
+from .masks import paste_masks
+from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
+
+#: The largest box coordinate difference, as a fraction of the input's
+#: longer side.
+DET_BOX_TOLERANCE = 1e-3
+#: The largest score difference (scores this close may also swap places).
+DET_SCORE_TOLERANCE = 1e-4
+#: The smallest IoU of matched masks.
+DET_MASK_IOU = 0.99
+
+
+def pad_input(inputs, pad_shape):
+    """Pad a preprocessed input (1, C, h, w) with zeros at the bottom and
+    right to ``pad_shape``, as mmengine's ``stack_batch`` does after the
+    normalisation (``pad_value`` 0).
+
+    Examples:
+        >>> pad_input(torch.ones(1, 3, 5, 6), (8, 8)).shape
+        torch.Size([1, 3, 8, 8])
+    """
+    height, width = inputs.shape[2:]
+    return torch.nn.functional.pad(
+        inputs, (0, pad_shape[1] - width, 0, pad_shape[0] - height))
+
+
+def detector_input(model, shape, image=None, seed=0):
+    """A preprocessed input (1, C, H, W) for a detector: ``image`` resized
+    to ``shape`` (random pixels without it), its channels reversed and
+    normalised as the model's data preprocessor does (without padding).
+
+    Args:
+        model (nn.Module): The detector.
+        shape (tuple[int, int]): Height and width.
+        image (np.ndarray, optional): (h, w, C) uint8, in the order images
+            are loaded in (BGR).
+        seed (int): Seed of the random pixels. Defaults to 0.
+
+    Returns:
+        Tensor: float32.
+    """
+    import mmcv
+    height, width = shape
+    if image is None:
+        rng = np.random.default_rng(seed)
+        image = rng.integers(0, 256, (height, width, input_channels(model)))
+    else:
+        image = mmcv.imresize(image, (width, height))
+    inputs = torch.from_numpy(np.ascontiguousarray(image)).float()
+    inputs = inputs.permute(2, 0, 1)[None]
+    preprocessor = model.data_preprocessor
+    if channels_reversed(preprocessor):
+        inputs = inputs.flip(1)
+    if getattr(preprocessor, 'mean', None) is not None:
+        inputs = (inputs - preprocessor.mean) / preprocessor.std
+    return inputs
+
+
+def eager_detections(model, inputs, img_shape=None):
+    """mmdet's own ``predict(inputs, rescale=False)`` of one image.
+
+    Args:
+        model (nn.Module): The detector.
+        inputs (Tensor): (1, C, H, W), the batch input.
+        img_shape (tuple[int, int], optional): The image's size within
+            the padded ``inputs`` (its ``img_shape`` and ``ori_shape``;
+            ``pad_shape`` is (H, W)). Defaults to (H, W).
+
+    Returns:
+        dict: ``boxes``, ``scores``, ``labels`` and (Mask R-CNN)
+        ``masks`` as numpy arrays.
+    """
+    from mmdet.structures import DetDataSample
+    size = tuple(inputs.shape[2:])
+    img_shape = size if img_shape is None else tuple(img_shape)
+    sample = DetDataSample(
+        metainfo=dict(
+            img_shape=img_shape,
+            ori_shape=img_shape,
+            pad_shape=size,
+            batch_input_shape=size,
+            scale_factor=(1., 1.)))
+    with torch.no_grad():
+        found = model.predict(inputs, [sample], rescale=False)[0]
+    found = found.pred_instances
+    results = dict(
+        boxes=found.bboxes.numpy(),
+        scores=found.scores.numpy(),
+        labels=found.labels.numpy())
+    if 'masks' in found:
+        results['masks'] = found.masks.numpy()
+    return results
+
+
+def tie_groups(scores, tolerance):
+    """Runs of detections, sorted by decreasing score, whose neighbours'
+    scores differ by at most ``tolerance``: those that may come in another
+    order.
+
+    Examples:
+        >>> tie_groups(np.array([.9, .5, .49995, .4999, .1]), 1e-4)
+        [(0, 1), (1, 4), (4, 5)]
+    """
+    groups, start = [], 0
+    for i in range(1, len(scores) + 1):
+        if i == len(scores) or scores[i - 1] - scores[i] > tolerance:
+            groups.append((start, i))
+            start = i
+    return groups
+
+
+def mask_iou(mask, other):
+    """IoU of two masks, binary or probabilities (at 0.5); 1 for two empty
+    ones."""
+    mask, other = np.asarray(mask) >= 0.5, np.asarray(other) >= 0.5
+    union = np.logical_or(mask, other).sum()
+    return float(np.logical_and(mask, other).sum() / union) if union else 1.
+
+
+def pair_differences(actual, expected, i, j):
+    """Box and score differences and mask IoU of detection ``i`` of
+    ``actual`` and ``j`` of ``expected``; None if their labels differ."""
+    if actual['labels'][i] != expected['labels'][j]:
+        return None
+    box = float(np.abs(actual['boxes'][i] - expected['boxes'][j]).max())
+    score = float(abs(actual['scores'][i] - expected['scores'][j]))
+    iou = (mask_iou(actual['masks'][i], expected['masks'][j])
+           if 'masks' in expected else 1.)
+    return box, score, iou
+
+
+def match_detections(actual, expected, max_side,
+                     box_tolerance=DET_BOX_TOLERANCE,
+                     score_tolerance=DET_SCORE_TOLERANCE,
+                     min_mask_iou=DET_MASK_IOU):
+    """Match an exported detector's detections with mmdet's.
+
+    Detections are matched in order; within a run of near-equal scores
+    (:func:`tie_groups`) that does not match in order, as a set, and the
+    detections whose place changed are counted as ``reordered``.
+
+    Args:
+        actual (dict): ``boxes``, ``scores``, ``labels`` (``masks``), numpy.
+        expected (dict): The same, from mmdet.
+        max_side (int): The input's longer side; box differences are
+            measured against ``box_tolerance * max_side``.
+        box_tolerance (float): Fraction of ``max_side``.
+        score_tolerance (float): Largest score difference.
+        min_mask_iou (float): Smallest IoU of matched masks.
+
+    Returns:
+        dict: ``count`` and ``expected_count``, ``max_box`` (pixels),
+        ``max_score``, ``min_mask_iou`` (None without masks), ``reordered``
+        and ``error`` (None when all matched, else why not).
+
+    Examples:
+        >>> det = dict(boxes=np.array([[0., 0, 9, 9], [1, 1, 5, 5]]),
+        ...            scores=np.array([.5, .5]), labels=np.array([1, 2]))
+        >>> swapped = {k: v[::-1] for k, v in det.items()}
+        >>> result = match_detections(swapped, det, 10)
+        >>> result['reordered'], result['error']
+        (2, None)
+    """
+    result = dict(
+        count=len(actual['scores']),
+        expected_count=len(expected['scores']),
+        max_box=0.,
+        max_score=0.,
+        min_mask_iou=1. if 'masks' in expected else None,
+        reordered=0,
+        error=None)
+    if result['count'] != result['expected_count']:
+        result['error'] = (f'{result["count"]} detections, mmdet '
+                           f'{result["expected_count"]}')
+        return result
+    limits = (box_tolerance * max_side, score_tolerance, min_mask_iou)
+
+    def close(diffs):
+        return diffs is not None and (diffs[0] <= limits[0]
+                                      and diffs[1] <= limits[1]
+                                      and diffs[2] >= limits[2])
+
+    pairs = []
+    for start, end in tie_groups(expected['scores'], score_tolerance):
+        group = [(j, pair_differences(actual, expected, j, j))
+                 for j in range(start, end)]
+        if not all(close(diffs) for _, diffs in group):
+            unmatched = list(range(start, end))
+            group = []
+            for j in range(start, end):
+                found = [(i, pair_differences(actual, expected, i, j))
+                         for i in unmatched]
+                found = [(i, d) for i, d in found if close(d)]
+                if not found:
+                    result['error'] = (
+                        f'mmdet\'s detection {j} (label '
+                        f'{expected["labels"][j]}, score '
+                        f'{expected["scores"][j]:.6f}) has no counterpart')
+                    found = [(j, pair_differences(actual, expected, j, j))]
+                i, diffs = found[0]
+                if i in unmatched:
+                    unmatched.remove(i)
+                result['reordered'] += i != j
+                group.append((j, diffs))
+        pairs += [diffs for _, diffs in group if diffs is not None]
+    if pairs:
+        box, score, iou = np.array(pairs).T
+        result.update(max_box=float(box.max()), max_score=float(score.max()))
+        if 'masks' in expected:
+            result['min_mask_iou'] = float(iou.min())
+    return result
+
+
+def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
+                         num_threads=None, padded=None):
+    """Run the ONNX graph of a detector with ONNX Runtime (CPU) and mmdet's
+    eager ``predict`` on the same inputs, and match their detections
+    (:func:`match_detections`).
+
+    Args:
+        onnx_file (str): The ONNX file.
+        graph (DetectorGraph): The exported module (its detector is run).
+        shapes (list[tuple[int, int]]): Height and width of each input,
+            run without :data:`IMG_SHAPE_NAME` (the graph's default).
+        image (np.ndarray, optional): The image resized to each size
+            (:func:`detector_input`).
+        seed (int): Seed of the random pixels without ``image``.
+        num_threads (int, optional): ONNX Runtime's intra-op threads.
+        padded (tuple, optional): ``(img_shape, pad_shape)`` of one more
+            check (:func:`~mmtnt.deploy.verify.padded_check`): the image
+            resized to ``img_shape``, padded to ``pad_shape``
+            (:func:`pad_input`) and its ``img_shape`` fed.
+
+    Returns:
+        list[dict]: Per check, that of :func:`match_detections` with
+        ``shape`` (the input's), ``img_shape`` and ``ok`` (no ``error``)
+        added; an ONNX Runtime failure is the ``error``, without the
+        other keys.
+
+    Examples:
+        >>> from mmtnt.deploy import build_model, export_graph
+        >>> graph = export_graph(build_model('configs/demo/retinanet_pcpvt-'
+        ...     'demo_fpn_1xb8-30e_demo-coco.py', 'retinanet.pth'))
+        >>> results = verify_detector_onnx(
+        ...     'retinanet.onnx', graph, [(128, 128), (167, 195)],
+        ...     padded=((97, 165), (128, 192)))  # doctest: +SKIP
+        >>> [(r['count'], r['ok']) for r in results]  # doctest: +SKIP
+        [(50, True), (50, True), (50, True)]
+    """
+    session = cpu_session(onnx_file, num_threads)
+    model = graph.detector
+    checks = [(detector_input(model, shape, image, seed), None)
+              for shape in shapes]
+    if padded is not None:
+        img_shape, pad_shape = padded
+        inputs = detector_input(model, img_shape, image, seed)
+        checks.append((pad_input(inputs, pad_shape), img_shape))
+    return [check_detector_onnx(session, graph, inputs, img_shape)
+            for inputs, img_shape in checks]
+
+
+def check_detector_onnx(session, graph, inputs, img_shape=None):
+    """One check of :func:`verify_detector_onnx`.
+
+    Args:
+        session (onnxruntime.InferenceSession): Runs the graph.
+        graph (DetectorGraph): The exported module.
+        inputs (Tensor): (1, C, H, W), maybe padded.
+        img_shape (tuple[int, int], optional): The image's size in
+            ``inputs``, fed as :data:`IMG_SHAPE_NAME`; not fed when None.
+
+    Returns:
+        dict: See :func:`verify_detector_onnx`.
+    """
+    size = dict(shape=tuple(inputs.shape),
+                img_shape=tuple(img_shape or inputs.shape[2:]))
+    expected = eager_detections(graph.detector, inputs, img_shape)
+    feed = {INPUT_NAME: inputs.numpy()}
+    if img_shape is not None:
+        feed[IMG_SHAPE_NAME] = np.array(img_shape, dtype=np.int64)
+    try:
+        outputs = session.run(None, feed)
+    except Exception as error:  # ONNX Runtime's
+        return dict(size, error=error, ok=False)
+    actual = graph_detections(graph, outputs, size['img_shape'])
+    result = match_detections(actual, expected, max(size['shape'][2:]))
+    return dict(result, **size, ok=result['error'] is None)
+
+
+def graph_detections(graph, outputs, img_shape):
+    """A detector graph's outputs by name, its per-RoI masks (``roi_masks``)
+    pasted into binary image masks (``masks``) as mmdet's ``predict``
+    gives them (:func:`~mmtnt.deploy.masks.paste_masks`).
+
+    Args:
+        graph (DetectorGraph): The exported module (its output names and
+            mask threshold).
+        outputs (list[np.ndarray | Tensor]): The graph's outputs, from
+            ONNX Runtime or PyTorch.
+        img_shape (tuple[int, int]): The image's height and width (before
+            padding): the masks' size.
+
+    Returns:
+        dict: ``boxes``, ``scores``, ``labels`` (and ``masks``), numpy.
+
+    Examples:
+        >>> outputs = session.run(None, {INPUT_NAME: inputs})
+        >>> found = graph_detections(graph, outputs, inputs.shape[2:])
+        >>> found['masks'].shape[1:]  # doctest: +SKIP
+        (128, 128)
+    """
+    found = {
+        name: np.asarray(output)
+        for name, output in zip(graph.output_names, outputs)
+    }
+    if 'roi_masks' in found:
+        found['masks'] = paste_masks(
+            found.pop('roi_masks'), found['boxes'], tuple(img_shape),
+            graph.mask_threshold)
+    return found
+
+
+def describe_detector_check(result):
+    """One line on a check of :func:`verify_detector_onnx`."""
+    head = f'Verify {result["shape"]}: '
+    if result['img_shape'] != result['shape'][2:]:
+        head = (f'Verify {result["shape"]}, image {result["img_shape"]} '
+                'padded: ')
+    if 'count' not in result:
+        return head + f'FAILED, {result["error"]}'
+    line = (f'{result["count"]} detections (mmdet {result["expected_count"]})'
+            f', max box diff {result["max_box"]:.3g} px (tolerance '
+            f'{DET_BOX_TOLERANCE:g} x {max(result["shape"][2:])}), max '
+            f'score diff {result["max_score"]:.3g} (tolerance '
+            f'{DET_SCORE_TOLERANCE:g})')
+    if result['min_mask_iou'] is not None:
+        line += f', min mask IoU {result["min_mask_iou"]:.4f}'
+    line += (f', {result["reordered"]} detections of near-equal scores '
+             'in another order')
+    if result['error'] is not None:
+        return head + line + f': FAILED, {result["error"]}'
+    return head + line + ': OK'

@@ -1,0 +1,161 @@
+"""Attention in exported graphs: the queries cut into parts
+(:func:`mmtnt.deploy.graphs.query_chunked_attention`) where the weights
+are many give the plain attention's result, in PyTorch and in ONNX Runtime
+against an export without the parts; the plain model is itself again
+afterwards, and classifiers are exported without parts."""
+import contextlib
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from mmtnt.deploy import cpu_session, export_onnx, graphs
+from mmtnt.deploy.graphs import (ATTENTION_QUERY_CHUNKS, PLAIN_ATTENTION,
+                                 ClassifierGraph, chunked_attention,
+                                 cuts_queries, export_friendly,
+                                 query_chunked_attention)
+from mmtnt.models.layers import attention as attention_layers
+from mmtnt.models.layers.layout import map_to_tokens
+
+# Float32 rounding: the parts' products are summed in another order.
+ATOL = 1e-5
+
+
+def attention_inputs(num_queries, num_keys, mask=None, seed=0):
+    """query (2, 3, Nq, 8), key and value (2, 3, Nk, 8) and a mask:
+    ``'bias'`` float (1, 3, Nq, Nk), ``'keys'`` boolean (2, 1, 1, Nk),
+    True for all keys but the last (padding masks of windows)."""
+    generator = torch.Generator().manual_seed(seed)
+    query = torch.randn(2, 3, num_queries, 8, generator=generator)
+    key, value = torch.randn(2, 2, 3, num_keys, 8, generator=generator)
+    attn_mask = None
+    if mask == 'bias':
+        attn_mask = torch.randn(1, 3, num_queries, num_keys,
+                                generator=generator)
+    elif mask == 'keys':
+        attn_mask = torch.ones(2, 1, 1, num_keys, dtype=torch.bool)
+        attn_mask[..., -1] = False
+    return query, key, value, attn_mask
+
+
+@pytest.mark.parametrize('mask', [None, 'bias', 'keys'])
+@pytest.mark.parametrize('num_queries,num_keys', [(100, 25), (49, 49),
+                                                  (3, 16)])
+def test_parts_give_the_plain_attention(mask, num_queries, num_keys,
+                                        monkeypatch):
+    inputs = attention_inputs(num_queries, num_keys, mask)
+    expected = PLAIN_ATTENTION(*inputs)
+    parts = []
+
+    def plain_attention(query, key, value, attn_mask, dropout_p):
+        parts.append(query.shape[-2])
+        if attn_mask is not None:
+            assert attn_mask.shape[-2] in (1, query.shape[-2])
+        return PLAIN_ATTENTION(query, key, value, attn_mask, dropout_p)
+
+    monkeypatch.setattr(graphs, 'MIN_CHUNKED_WEIGHTS', 0)
+    monkeypatch.setattr(graphs, 'PLAIN_ATTENTION', plain_attention)
+    chunked = query_chunked_attention(*inputs)
+    assert len(parts) == ATTENTION_QUERY_CHUNKS
+    assert sum(parts) == num_queries
+    assert max(parts) - min(parts) <= 1
+    torch.testing.assert_close(chunked, expected, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize('num_queries,num_keys,cut', [
+    (49, 49, False),  # a window
+    (3136, 49, False),  # Twins' first stage at 224x224
+    (4200, 1050, True),  # its third stage at 800x1333
+])
+def test_only_many_weights_are_cut(num_queries, num_keys, cut):
+    query, key, value, _ = attention_inputs(num_queries, num_keys)
+    assert cuts_queries(query, key) == cut
+
+
+def test_the_layers_attention_is_swapped_for_the_block_only():
+    layer = attention_layers.SpatialReductionAttention(32, 2, sr_ratio=2)
+    tokens = torch.randn(1, 12 * 10, 32)
+    calls = []
+
+    def record(*args, **kwargs):
+        calls.append(args[0].shape[-2])
+        return query_chunked_attention(*args, **kwargs)
+
+    with mock.patch.object(graphs, 'query_chunked_attention', record):
+        with chunked_attention():
+            chunked = layer(tokens, (12, 10))
+        plain = layer(tokens, (12, 10))
+        with export_friendly(nn.Sequential(layer)):
+            layer(tokens, (12, 10))
+        # classifiers keep their attention whole
+        with export_friendly(ClassifierGraph(nn.Sequential(layer))):
+            layer(tokens, (12, 10))
+    assert calls == [120, 120]
+    assert (attention_layers.scaled_dot_product_attention is
+            PLAIN_ATTENTION)
+    torch.testing.assert_close(chunked, plain, atol=ATOL, rtol=0)
+
+
+class Attentions(nn.Module):
+    """Patch embedding, windowed attention (padding masks broadcast over
+    the queries) and global sub-sampled attention with a bias over the
+    queries, each added to the tokens: the attention calls of the three
+    families, small enough to export in seconds."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Conv2d(3, 16, kernel_size=4, stride=4)
+        self.windows = attention_layers.LocallyGroupedAttention(
+            16, 2, window_size=7)
+        self.global_ = attention_layers.SpatialReductionAttention(
+            16, 2, sr_ratio=4)
+
+    def forward(self, x):
+        fmap = self.embed(x)
+        hw_shape = fmap.shape[2:]
+        tokens = map_to_tokens(fmap)
+        tokens = tokens + self.windows(tokens, hw_shape)
+        bias = tokens.mean(-1)[:, None, :, None]  # (B, 1, Nq, 1)
+        return tokens + self.global_(tokens, hw_shape, bias)
+
+
+def softmax_count(onnx_file):
+    """The Softmax nodes of an ONNX file (in functions too)."""
+    import onnx
+    model = onnx.load(onnx_file)
+    nodes = list(model.graph.node)
+    for function in model.functions:
+        nodes += list(function.node)
+    return sum(node.op_type == 'Softmax' for node in nodes)
+
+
+def test_chunked_export_matches_the_unchunked_one(tmp_path):
+    torch.manual_seed(0)
+    module = Attentions().eval()
+    files = dict(chunked=str(tmp_path / 'chunked.onnx'),
+                 plain=str(tmp_path / 'plain.onnx'))
+    export_onnx(module, files['chunked'], (64, 64), dynamic=True)
+    with mock.patch.object(graphs, 'chunked_attention',
+                           contextlib.nullcontext):
+        export_onnx(module, files['plain'], (64, 64), dynamic=True)
+    assert attention_layers.scaled_dot_product_attention is PLAIN_ATTENTION
+    softmaxes = {kind: softmax_count(f) for kind, f in files.items()}
+    # the windows whole, the global attention in parts
+    assert softmaxes == dict(plain=2, chunked=1 + ATTENTION_QUERY_CHUNKS)
+    sessions = {kind: cpu_session(f, num_threads=1)
+                for kind, f in files.items()}
+    generator = np.random.default_rng(0)
+    # token maps of 25x41 (padded windows, 1025 queries: parts of 128 and
+    # 129) and 14x28 (no padding), another batch
+    for shape in [(2, 3, 100, 164), (1, 3, 56, 112)]:
+        images = generator.standard_normal(shape, np.float32)
+        outputs = {kind: session.run(None, {'input': images})[0]
+                   for kind, session in sessions.items()}
+        with torch.no_grad():
+            eager = module(torch.from_numpy(images)).numpy()
+        np.testing.assert_allclose(outputs['chunked'], outputs['plain'],
+                                   atol=ATOL, rtol=0)
+        np.testing.assert_allclose(outputs['chunked'], eager, atol=ATOL,
+                                   rtol=0)
