@@ -1,6 +1,5 @@
 """Running the command-line tools as a user does, for the demo tests."""
 import hashlib
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -65,17 +64,6 @@ def describe(result):
     return f'exit status {result.returncode}; output ends with:\n{out}'
 
 
-def load_tool_module(path):
-    """Import a script under ``tools/`` (e.g.
-    ``'dataset_converters/make_demo_scenes.py'``) as a module."""
-    name = osp.splitext(osp.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(
-        name, osp.join(ROOT, 'tools', path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def data_options(config, scenes):
     """``--cfg-options`` that point ``config`` at the scenes in ``scenes``."""
     if 'ade' in osp.basename(config):
@@ -129,6 +117,45 @@ def short_iters(iters):
         f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters + 1}',
         f'default_hooks.checkpoint.interval={iters}'
     ]
+
+
+#: The short schedule of each dense demo, as test_dense_demo.py trains it.
+SHORT_SCHEDULES = {
+    'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py':
+    short_epochs(SHORT_EPOCHS_RETINANET),
+    'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py':
+    short_epochs(SHORT_EPOCHS_MASK_RCNN),
+    'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py':
+    short_iters(SHORT_ITERS_UPERNET),
+}
+#: The size the dense demos' graphs are exported at: every demo scene's.
+DEMO_GRAPH_SIZE = (128, 128)
+
+
+def short_run_graph(config, scenes, short_runs, tmp_path_factory):
+    """The fp32 ONNX graph (at :data:`DEMO_GRAPH_SIZE`, fixed size) of a
+    dense demo's short run (:data:`SHORT_SCHEDULES`), exported once per
+    test session for all pytest-xdist workers and the tests that share it.
+
+    Returns:
+        tuple[str, ShortRun, list[str]]: The graph, the run (its
+        ``checkpoint``) and the ``--cfg-options`` of the demo's data.
+    """
+    from mmtnt.deploy import export_onnx
+    data = data_options(config, scenes)
+    run = short_runs.train(config, data + SHORT_SCHEDULES[config])
+    name = osp.splitext(osp.basename(config))[0]
+    folder = session_folder(tmp_path_factory) / 'demo_graphs' / name
+
+    def export(folder):
+        export_onnx(
+            config,
+            str(folder / 'fp32.onnx'),
+            DEMO_GRAPH_SIZE,
+            checkpoint=run.checkpoint)
+
+    build_once(folder, export)
+    return str(folder / 'fp32.onnx'), run, data
 
 
 def short_fashion_mnist_run():

@@ -1,8 +1,9 @@
 """INT8 ONNX graphs for the CPU, through ONNX Runtime's quantization.
 
-:func:`quantize_onnx` turns an fp32 graph of ``tools/deployment/
-pytorch2onnx.py`` (classifier, segmentor or detector, dynamic axes
-included) into one whose matrix products run in 8-bit integers:
+:func:`quantize_onnx` turns an fp32 graph of
+:func:`mmtnt.deploy.export_onnx` (classifier, segmentor or detector,
+dynamic axes included) into one whose matrix products run in 8-bit
+integers:
 
 - ``'dynamic'``: ``quantize_dynamic``. The weights of the ``MatMul`` and
   ``Gemm`` nodes are stored in int8 (per output channel); their inputs are
@@ -25,6 +26,18 @@ nodes before the outputs (the classifier's linear head, a segmentor's
 the agreement of the demos' INT8 outputs with the fp32 ones without making
 the S-size models faster; docs/inference.md gives the measurements.
 
+In a detector graph only the backbone's, the neck's and the heads'
+products are quantized: the box decoding, ``TopK``, ``NonMaxSuppression``,
+``RoiAlign``, ``Gather`` and the optional ``img_shape`` input stay as they
+are between them, and the outputs keep their types (float boxes, scores
+and a Mask R-CNN's ``roi_masks``, int64 labels). The static mode keeps in
+fp32 the layers whose outputs these ops read first: the classification
+and box layers of the dense heads, the RPN and the box head, and the mask
+head's last convolution (:func:`boundary_nodes`).
+
+``optimize=True`` first applies ONNX Runtime's transformer fusions
+(:func:`mmtnt.deploy.optimize.optimize_onnx`) to the fp32 graph.
+
 The int8 weights use 7 bits (``reduce_range``, values in [-64, 64]) by
 default, so that a graph computes the same on every x86-64 CPU. ONNX
 Runtime multiplies uint8 activations by int8 weights with ``VPMADDUBSW``
@@ -39,6 +52,7 @@ which kind of CPU runs the code.
 """
 import copy
 import os.path as osp
+import tempfile
 
 import numpy as np
 
@@ -247,19 +261,53 @@ def check_quantize_args(onnx_file, mode, calibration, calibrate_method):
             f'{tuple(CALIBRATION_METHODS)}.')
 
 
+def check_histogram_calibration(model, calibration, calibrate_method):
+    """Raise a clear error where ONNX Runtime's histogram calibration
+    (``'percentile'``, ``'entropy'``) would fail: it stacks each tensor's
+    values over all calibration inputs into one array, which takes tensors
+    of one shape. Inputs of several sizes change every shape, and the
+    tensors of a two-stage detector's RoI heads (after ``RoiAlign``) change
+    with the number of RoIs.
+
+    Args:
+        model (onnx.ModelProto): The graph.
+        calibration (Sequence[np.ndarray]): The calibration inputs.
+        calibrate_method (str): One of :data:`CALIBRATION_METHODS`.
+
+    Raises:
+        ValueError: For a histogram method on inputs of several shapes or
+            on a graph with ``RoiAlign``.
+    """
+    if calibrate_method == 'minmax':
+        return
+    shapes = sorted({np.shape(array) for array in calibration})
+    if len(shapes) > 1:
+        raise ValueError(
+            f"calibrate_method={calibrate_method!r} needs calibration "
+            f"inputs of one shape, got {shapes}: use 'minmax', or "
+            'inputs of one size.')
+    if any(node.op_type == 'RoiAlign' for node in model.graph.node):
+        raise ValueError(
+            f"calibrate_method={calibrate_method!r} cannot calibrate a "
+            "two-stage detector, whose RoI heads' tensors change shape with "
+            "the number of RoIs: use 'minmax'.")
+
+
 def quantize_onnx(onnx_file,
                   output_file,
                   mode,
                   calibration=None,
                   calibrate_method='minmax',
                   keep_boundaries=True,
-                  reduce_range=True):
+                  reduce_range=True,
+                  optimize=False):
     """Write an INT8 version of an fp32 ONNX graph (see the module
     docstring for what is quantized).
 
     Args:
-        onnx_file (str): The fp32 graph (one image input), e.g. from
-            ``tools/deployment/pytorch2onnx.py``.
+        onnx_file (str): The fp32 graph (one image input; a detector's
+            optional ``img_shape`` is kept), e.g. from
+            :func:`mmtnt.deploy.export_onnx`.
         output_file (str): The INT8 graph to write.
         mode (str): ``'dynamic'`` or ``'static'``.
         calibration (Sequence[np.ndarray], optional): Static mode: the
@@ -275,10 +323,18 @@ def quantize_onnx(onnx_file,
             CPU's integer products saturate (see the module docstring).
             False uses the full 8 bits, which only CPUs with VNNI run
             without saturating. Defaults to True.
+        optimize (bool | Sequence[str]): First apply ONNX Runtime's
+            transformer fusions to the fp32 graph
+            (:func:`mmtnt.deploy.optimize.optimize_onnx`): True for its
+            default fusions, or the names of those to apply (of
+            :data:`mmtnt.deploy.optimize.FUSIONS`); the fused graph, which
+            runs in ONNX Runtime only, is quantized. Defaults to False.
 
     Raises:
         ValueError: An unknown mode or calibration method; the static mode
-            without calibration inputs.
+            without calibration inputs; a histogram calibration method
+            that cannot calibrate the graph
+            (:func:`check_histogram_calibration`).
         FileNotFoundError: If ``onnx_file`` is missing.
 
     Examples:
@@ -289,6 +345,23 @@ def quantize_onnx(onnx_file,
         ...               calibration_inputs(cfg, 64, split='train'))
     """
     check_quantize_args(onnx_file, mode, calibration, calibrate_method)
+    if not optimize:
+        quantize_graph(onnx_file, output_file, mode, calibration,
+                       calibrate_method, keep_boundaries, reduce_range)
+        return
+    from .optimize import DEFAULT_FUSIONS, optimize_onnx
+    fusions = DEFAULT_FUSIONS if optimize is True else optimize
+    with tempfile.TemporaryDirectory() as folder:
+        optimized = osp.join(folder, osp.basename(onnx_file))
+        optimize_onnx(onnx_file, optimized, fusions)
+        quantize_graph(optimized, output_file, mode, calibration,
+                       calibrate_method, keep_boundaries, reduce_range)
+
+
+def quantize_graph(onnx_file, output_file, mode, calibration,
+                   calibrate_method, keep_boundaries, reduce_range):
+    """:func:`quantize_onnx` on arguments it has checked, without the
+    optimization."""
     import onnx
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat,
                                           QuantType, quantize_dynamic,
@@ -304,6 +377,7 @@ def quantize_onnx(onnx_file,
             weight_type=QuantType.QInt8)
         return
     model = onnx.load(onnx_file, load_external_data=False)
+    check_histogram_calibration(model, calibration, calibrate_method)
     exclude = activation_products(model)
     if keep_boundaries:
         first, last = boundary_nodes(model)
@@ -350,41 +424,91 @@ def calibration_inputs(cfg, num_images, split='val', batch_size=1):
         (2, (32, 1, 32, 32))
     """
     import torch
-    from mmengine.registry import DATASETS, init_default_scope
+    from mmengine.registry import DATASETS, DefaultScope
     from mmengine.runner import Runner
     from torch.utils.data import Subset
     if split not in ('val', 'train'):
         raise ValueError(f"split must be 'val' or 'train', got {split!r}.")
-    init_default_scope(cfg.get('default_scope'))
     loader_cfg = copy.deepcopy(cfg.val_dataloader)
     dataset_cfg = loader_cfg.dataset
     if split == 'train':
         dataset_cfg = copy.deepcopy(cfg.train_dataloader.dataset)
         dataset_cfg.update(
             pipeline=loader_cfg.dataset.pipeline, test_mode=True)
-    dataset = DATASETS.build(dataset_cfg)
-    count = min(num_images, len(dataset))
-    indices = np.linspace(0, len(dataset) - 1, count).round().astype(int)
-    loader_cfg.update(
-        dataset=Subset(dataset, sorted(set(indices.tolist()))),
-        batch_size=batch_size,
-        num_workers=0,
-        persistent_workers=False,
-        sampler=dict(type='DefaultSampler', shuffle=False))
-    loader = Runner.build_dataloader(loader_cfg)
     preprocessor = build_data_preprocessor(cfg)
-    with torch.no_grad():
-        return [
-            preprocessor(batch, False)['inputs'].numpy().astype(np.float32)
-            for batch in loader
-        ]
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
+        dataset = DATASETS.build(dataset_cfg)
+        count = min(num_images, len(dataset))
+        indices = np.linspace(0, len(dataset) - 1, count).round().astype(int)
+        loader_cfg.update(
+            dataset=Subset(dataset, sorted(set(indices.tolist()))),
+            batch_size=batch_size,
+            num_workers=0,
+            persistent_workers=False,
+            sampler=dict(type='DefaultSampler', shuffle=False))
+        loader = Runner.build_dataloader(loader_cfg)
+        with torch.no_grad():
+            return [
+                preprocessor(batch, False)['inputs'].numpy().astype(
+                    np.float32) for batch in loader
+            ]
 
 
 def build_data_preprocessor(cfg):
-    """The data preprocessor of a config's model (a top-level
-    ``data_preprocessor`` is the model's, as for mmengine's Runner)."""
+    """Build the data preprocessor of a config's model, and nothing else
+    of the model, under the config's ``default_scope`` (no default scope
+    is left behind).
+
+    The model's ``data_preprocessor`` is used, else the config's top-level
+    one (as mmengine's Runner does). Where it names no type, the model's
+    default is taken: ``ClsDataPreprocessor`` for mmpretrain's
+    classifiers, mmengine's ``BaseDataPreprocessor`` for other models.
+
+    Args:
+        cfg (Config): An mmtnt config (classifier, segmentor or detector).
+
+    Returns:
+        nn.Module: The preprocessor, in eval mode.
+
+    Examples:
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py')
+        >>> type(build_data_preprocessor(cfg)).__name__
+        'DetDataPreprocessor'
+    """
+    from mmengine.registry import MODELS, DefaultScope
+    model_cfg = cfg.model
+    preprocessor = (model_cfg.get('data_preprocessor')
+                    if 'data_preprocessor' in model_cfg else
+                    cfg.get('data_preprocessor'))
+    preprocessor = copy.deepcopy(preprocessor) or {}
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
+        if 'type' not in preprocessor:
+            preprocessor['type'] = default_preprocessor_type(model_cfg.type)
+        return MODELS.build(preprocessor).eval()
+
+
+def default_preprocessor_type(model_type):
+    """The data preprocessor a model builds when its config names none:
+    mmpretrain's classifiers ``ClsDataPreprocessor`` (``ImageClassifier``
+    sets it), other models mmengine's ``BaseDataPreprocessor``
+    (``BaseModel``'s).
+
+    Args:
+        model_type (str | type): The model's ``type``, looked up under the
+            current default scope.
+
+    Returns:
+        str: The preprocessor's type, with its scope.
+    """
     from mmengine.registry import MODELS
-    model_cfg = copy.deepcopy(cfg.model)
-    if cfg.get('data_preprocessor') is not None:
-        model_cfg.setdefault('data_preprocessor', cfg.data_preprocessor)
-    return MODELS.build(model_cfg).data_preprocessor.eval()
+    from mmpretrain.models.classifiers import BaseClassifier
+    model_class = model_type
+    if isinstance(model_type, str):
+        with MODELS.switch_scope_and_registry(None) as registry:
+            model_class = registry.get(model_type)
+    classifier = isinstance(model_class, type) and issubclass(
+        model_class, BaseClassifier)
+    if classifier:
+        return 'mmpretrain.ClsDataPreprocessor'
+    return 'mmengine.BaseDataPreprocessor'

@@ -3,10 +3,13 @@
 * The demo TNT of the session's short Fashion-MNIST run
   (``short_runs``, shared with tests/test_demo.py: no extra training),
   exported to ONNX and quantized in both modes, must keep its top-1 within
-  a point of the fp32 graph's on a slice of the test set, scored as
-  ``tools/analysis_tools/int8_benchmark.py`` scores it.
-* ``tools/deployment/pytorch2onnx.py --int8 static`` on the same model
-  writes an INT8 graph that ONNX Runtime runs.
+  a point of the fp32 graph's on a slice of the test set, the three graphs
+  scored in one pass by the config's evaluator
+  (:func:`mmtnt.deploy.evaluate.evaluate_graphs`, as
+  ``tools/analysis_tools/int8_benchmark.py`` scores them).
+* ``tools/deployment/pytorch2onnx.py --int8 static`` (its ``main``,
+  :func:`mmtnt.deploy.cli.main`) on the same model writes an INT8 graph
+  that ONNX Runtime runs.
 * On a small hand-made graph: the static mode keeps the first and last
   weighted nodes in fp32 and quantizes those between; the arguments it
   refuses raise clear errors.
@@ -29,12 +32,15 @@ import sys
 
 import numpy as np
 import pytest
-from demo_runs import (ROOT, load_tool_module, setup_missing,
-                       short_fashion_mnist_run, short_run_group)
+from demo_runs import (ROOT, setup_missing, short_fashion_mnist_run,
+                       short_run_group)
 
-from mmtnt.deploy.quantize import (MODES, REDUCED_WEIGHT_LIMIT,
-                                   boundary_nodes, calibration_inputs,
-                                   cpu_int8_features, quantize_onnx)
+from mmtnt.deploy import export_onnx
+from mmtnt.deploy.cli import main as export_main
+from mmtnt.deploy.evaluate import evaluate_graphs
+from mmtnt.deploy.quantize import (MODES, REDUCED_WEIGHT_LIMIT, boundary_nodes,
+                                   calibration_inputs, cpu_int8_features,
+                                   quantize_onnx)
 
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 # The graph's fixed batch: the test images run in batches of it, and the
@@ -52,25 +58,25 @@ MIN_FP32_TOP1 = 50.0
 def test_quantized_demo_classifier_holds_accuracy(fashion_mnist, short_runs,
                                                   tmp_path):
     from mmengine.config import Config
-    bench = load_tool_module('analysis_tools/int8_benchmark.py')
-    export = bench.pytorch2onnx
     run = short_runs.train(DEMO_CONFIG, short_fashion_mnist_run())
     cfg = Config.fromfile(osp.join(ROOT, DEMO_CONFIG))
     for split in ('train', 'val', 'test'):
         cfg[f'{split}_dataloader'].dataset.data_root = fashion_mnist
     cfg.test_dataloader.batch_size = BATCH
-    model = export.build_model(cfg, run.checkpoint)
-    fp32 = str(tmp_path / 'demo.onnx')
-    export.export_onnx(
-        export.export_graph(model, logits=True),
-        fp32, (32, 32),
-        channels=1,
-        batch_size=BATCH)
+    files = dict(fp32=str(tmp_path / 'demo.onnx'))
+    export_onnx(
+        cfg,
+        files['fp32'], (32, 32),
+        batch_size=BATCH,
+        logits=True,
+        checkpoint=run.checkpoint)
     calibration = calibration_inputs(
         cfg, BATCH, split='train', batch_size=BATCH)
-    files = bench.quantized_files(fp32, calibration, str(tmp_path / 'demo'))
-    sessions = {name: bench.ort_session(f, 2) for name, f in files.items()}
-    metrics = bench.evaluate(cfg, model, sessions, TEST_IMAGES)
+    for mode in MODES:
+        files[mode] = str(tmp_path / f'demo-int8-{mode}.onnx')
+        quantize_onnx(files['fp32'], files[mode], mode, calibration)
+    metrics = evaluate_graphs(
+        cfg, files, num_threads=2, num_images=TEST_IMAGES)
     top1 = {name: float(m['accuracy/top1']) for name, m in metrics.items()}
     print(f'top-1 on {TEST_IMAGES} test images: {top1}')
     assert top1['fp32'] >= MIN_FP32_TOP1, top1
@@ -89,10 +95,9 @@ def test_export_tool_writes_the_int8_graph(fashion_mnist, short_runs,
     """``pytorch2onnx.py --int8 static`` calibrates on training images and
     writes a QDQ graph beside the fp32 one, which ONNX Runtime runs."""
     import onnxruntime as ort
-    tool = load_tool_module('deployment/pytorch2onnx.py')
     run = short_runs.train(DEMO_CONFIG, short_fashion_mnist_run())
     fp32 = tmp_path / 'demo.onnx'
-    tool.main([
+    export_main([
         osp.join(ROOT, DEMO_CONFIG), run.checkpoint, '--output-file',
         str(fp32), '--shape', '32', '32', '--int8', 'static',
         '--calibration-images', '8', '--cfg-options', *(

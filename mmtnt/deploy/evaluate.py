@@ -1,0 +1,609 @@
+"""Evaluating deployed graphs: an ONNX graph of a classifier, segmentor or
+detector (fp32 or INT8, from :func:`mmtnt.deploy.export_onnx` or
+:func:`mmtnt.deploy.quantize.quantize_onnx`) run by ONNX Runtime over a
+config's test dataloader and scored by the config's own test evaluator, as
+``tools/test.py`` scores the PyTorch model.
+
+Each batch of the test dataloader goes through the config model's data
+preprocessor (built alone, not the model), then through the graph, whose
+outputs become the data samples that the model's ``predict`` returns:
+
+- classifiers: the ``scores`` (or ``logits``, ``export_graph(model,
+  logits=True)``) become ``pred_score`` and ``pred_label`` through the
+  config's head, as mmpretrain's ``ClsHead._get_predictions`` (or the
+  multi-label head's) sets them;
+- segmentors: the ``seg_logits`` at the input size lose the padding, are
+  resized to the original image and turned into ``pred_sem_seg`` as
+  mmseg's ``EncoderDecoder.postprocess_result`` does; configs whose
+  ``model.test_cfg.mode`` is ``'slide'`` run the graph on each window;
+- detectors, image by image (the padded image and, when the graph takes it,
+  its unpadded ``img_shape``): ``boxes`` scaled back to the original image
+  as mmdet's ``predict(rescale=True)``, with ``scores`` and ``labels``; a
+  Mask R-CNN graph's ``roi_masks`` (K, M, M) are pasted at the original
+  size (:func:`mmtnt.deploy.masks.paste_masks`, mmdet's CPU paste); a
+  graph that pastes ``masks`` itself (K, h, w) is taken as is where the
+  image was not resized.
+
+The registries look names up in the config's ``default_scope`` during the
+evaluation only: no default scope is left behind.
+"""
+import copy
+import os.path as osp
+import time
+
+import numpy as np
+import torch
+
+from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
+
+#: The tasks, by the config's ``default_scope``.
+TASKS = dict(mmpretrain='classifier', mmseg='segmentor', mmdet='detector')
+#: The outputs a graph of each task starts with (a classifier's: one of
+#: them).
+TASK_OUTPUTS = dict(
+    classifier=('scores', 'logits'),
+    segmentor=('seg_logits', ),
+    detector=('boxes', 'scores', 'labels'))
+#: The outputs that hold a Mask R-CNN graph's masks: per RoI (K, M, M)
+#: probabilities, or pasted into the image (K, h, w) binary.
+MASK_OUTPUTS = ('roi_masks', 'masks')
+
+
+def evaluate_onnx(config,
+                  onnx_file,
+                  num_threads=None,
+                  cfg_options=None,
+                  num_images=None):
+    """Score an ONNX graph on a config's test set with its test evaluator.
+
+    Args:
+        config (str | Config): The config the graph was exported from (or
+            one that inherits it, with the data to test on).
+        onnx_file (str): The graph, fp32 or INT8.
+        num_threads (int, optional): ONNX Runtime's intra-op threads; its
+            default (one per core) when None.
+        cfg_options (dict, optional): Settings merged into the config, as
+            ``--cfg-options`` (e.g. ``{'test_dataloader.dataset.data_root':
+            'data/my_set'}``).
+        num_images (int, optional): Only the first images of the test set;
+            all when None.
+
+    Returns:
+        dict: The evaluator's metrics, as ``tools/test.py`` (mmengine's
+        ``Runner.test``) returns them; they are also logged as it logs
+        them.
+
+    Raises:
+        FileNotFoundError: A missing graph, dataset path or annotation file
+            (the message names the config key to set).
+        ValueError: A config of another task than the graph's, or images
+            the graph cannot take (channels, a fixed size).
+
+    Examples:
+        >>> from mmtnt.deploy.evaluate import evaluate_onnx
+        >>> metrics = evaluate_onnx(
+        ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py',
+        ...     'retinanet.onnx', num_threads=2)
+        >>> metrics['coco/bbox_mAP_50']
+        0.41
+    """
+    return evaluate_graphs(config, dict(onnx=onnx_file), num_threads,
+                           cfg_options, num_images)['onnx']
+
+
+def evaluate_graphs(config,
+                    onnx_files,
+                    num_threads=None,
+                    cfg_options=None,
+                    num_images=None):
+    """Score several graphs of one model (fp32 and INT8, say) on the same
+    test images, loaded and preprocessed once, with one test evaluator
+    each.
+
+    Args:
+        config (str | Config): As for :func:`evaluate_onnx`.
+        onnx_files (dict[str, str]): Name -> ONNX file.
+        num_threads (int, optional): As for :func:`evaluate_onnx`.
+        cfg_options (dict, optional): As for :func:`evaluate_onnx`.
+        num_images (int, optional): As for :func:`evaluate_onnx`.
+
+    Returns:
+        dict: Name -> the evaluator's metrics. Each graph's are logged on a
+        line of their own that begins with its name.
+
+    Examples:
+        >>> from mmtnt.deploy.evaluate import evaluate_graphs
+        >>> metrics = evaluate_graphs(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py',
+        ...     dict(fp32='tnt.onnx', dynamic='tnt-int8-dynamic.onnx'))
+        >>> {name: m['accuracy/top1'] for name, m in metrics.items()}
+        {'fp32': 73.7, 'dynamic': 73.81}
+    """
+    from mmengine.logging import print_log
+    from mmengine.registry import DefaultScope
+    cfg = load_test_config(config, cfg_options)
+    for onnx_file in onnx_files.values():
+        if not osp.isfile(onnx_file):
+            raise FileNotFoundError(f'ONNX file not found: {onnx_file}')
+    sessions = {
+        name: cpu_session(onnx_file, num_threads)
+        for name, onnx_file in onnx_files.items()
+    }
+    for session in sessions.values():
+        check_graph_outputs(session, TASKS[cfg.default_scope])
+    check_test_files(cfg)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        results = run_graphs(cfg, sessions, num_images)
+    processor = cfg.get('log_processor', {})
+    for name, (metrics, seconds) in results.items():
+        line = format_metrics(metrics, seconds, processor.get('by_epoch',
+                                                              True),
+                              processor.get('num_digits', 4))
+        print_log(f'{name}: {line}' if len(results) > 1 else line,
+                  logger='current')
+    return {name: metrics for name, (metrics, _) in results.items()}
+
+
+def load_test_config(config, cfg_options=None):
+    """A config of a known task, copied, with ``cfg_options`` merged.
+
+    Args:
+        config (str | Config): A config file or a loaded config.
+        cfg_options (dict, optional): Settings to merge.
+
+    Returns:
+        Config: The config.
+
+    Raises:
+        FileNotFoundError: A missing config file.
+        ValueError: A ``default_scope`` other than those of :data:`TASKS`,
+            or no test dataloader or evaluator.
+    """
+    from mmengine.config import Config
+    if isinstance(config, Config):
+        cfg = copy.deepcopy(config)
+    elif not osp.isfile(config):
+        raise FileNotFoundError(f'Config file not found: {config}')
+    else:
+        cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    if cfg.get('default_scope') not in TASKS:
+        raise ValueError(
+            "The config's default_scope must be 'mmpretrain' (classifiers), "
+            "'mmseg' (segmentors) or 'mmdet' (detectors), got "
+            f'{cfg.get("default_scope")!r}.')
+    for key in ('test_dataloader', 'test_evaluator'):
+        if not cfg.get(key):
+            raise ValueError(
+                f'The config has no {key}: a graph is scored on the test '
+                'set, with the test evaluator, of its config.')
+    return cfg
+
+
+def check_test_files(cfg):
+    """Raise a FileNotFoundError that names the config key to set when a
+    path of the test dataset, or an annotation file of the test evaluator
+    (mmdet's ``CocoMetric``), is missing.
+
+    Args:
+        cfg (Config): The full config.
+    """
+    from mmtnt.utils import check_data_paths
+    check_data_paths(cfg, ('test_dataloader', ))
+    evaluator = cfg.get('test_evaluator') or {}
+    metrics = evaluator if isinstance(evaluator, list) else [evaluator]
+    for i, metric in enumerate(metrics):
+        ann_file = metric.get('ann_file')
+        where = 'test_evaluator' + (f'[{i}]' if len(metrics) > 1 else '')
+        if (isinstance(ann_file, str) and '://' not in ann_file
+                and not osp.isfile(ann_file)):
+            raise FileNotFoundError(
+                f'Annotation file "{ann_file}" (from {where}.ann_file) does '
+                f'not exist: point {where}.ann_file at the test set\'s '
+                'annotations.')
+
+
+def run_graphs(cfg, sessions, num_images=None):
+    """The loop of :func:`evaluate_graphs`, under the config's scope.
+
+    Returns:
+        dict: Name -> (metrics, seconds per batch: ``data_time``, the
+        loading and preprocessing, and ``time``, that and the graph's
+        run and post-processing).
+    """
+    from .quantize import build_data_preprocessor
+    loader, metainfo = build_test_loader(cfg, num_images)
+    preprocessor = build_data_preprocessor(cfg)
+    predict = graph_predictions(cfg)
+    evaluators = {}
+    for name in sessions:
+        evaluators[name] = build_evaluator(cfg.test_evaluator)
+        evaluators[name].dataset_meta = metainfo
+    data_time, graph_times = 0., dict.fromkeys(sessions, 0.)
+    start = time.perf_counter()
+    with torch.no_grad():
+        for batch in loader:
+            data = preprocessor(batch, False)
+            inputs = data['inputs'].numpy().astype(np.float32, copy=False)
+            data_time += time.perf_counter() - start
+            for name, session in sessions.items():
+                start = time.perf_counter()
+                samples = predict(session, inputs,
+                                  copy.deepcopy(data['data_samples']))
+                evaluators[name].process(samples, batch)
+                graph_times[name] += time.perf_counter() - start
+            start = time.perf_counter()
+    batches = max(len(loader), 1)
+    results = {}
+    for name, evaluator in evaluators.items():
+        metrics = evaluator.evaluate(len(loader.dataset))
+        results[name] = (metrics,
+                         dict(
+                             batches=len(loader),
+                             data_time=data_time / batches,
+                             time=(data_time + graph_times[name]) / batches))
+    return results
+
+
+def build_test_loader(cfg, num_images=None):
+    """The config's test dataloader (on its first ``num_images`` images).
+
+    Returns:
+        tuple[DataLoader, dict]: The loader and its dataset's ``metainfo``.
+    """
+    from mmengine.registry import DATASETS
+    from mmengine.runner import Runner
+    from torch.utils.data import Subset
+    loader_cfg = copy.deepcopy(cfg.test_dataloader)
+    dataset = DATASETS.build(loader_cfg.dataset)
+    metainfo = dataset.metainfo
+    if num_images is not None:
+        dataset = Subset(dataset, range(min(num_images, len(dataset))))
+    loader_cfg.dataset = dataset
+    return Runner.build_dataloader(loader_cfg), metainfo
+
+
+def build_evaluator(evaluator_cfg):
+    """An evaluator as mmengine's ``Runner.build_evaluator`` builds it:
+    ``Evaluator`` over a metric (or a list of them), or the evaluator that
+    a dict with ``metrics`` names."""
+    from mmengine.evaluator import Evaluator
+    from mmengine.registry import EVALUATOR
+    evaluator_cfg = copy.deepcopy(evaluator_cfg)
+    if isinstance(evaluator_cfg, dict) and 'metrics' in evaluator_cfg:
+        evaluator_cfg.setdefault('type', 'Evaluator')
+        return EVALUATOR.build(evaluator_cfg)
+    return Evaluator(evaluator_cfg)
+
+
+def graph_predictions(cfg):
+    """The function that turns a batch into data samples with a graph's
+    predictions, for the config's task.
+
+    Args:
+        cfg (Config): The full config.
+
+    Returns:
+        Callable: ``predict(session, inputs, data_samples)``, where
+        ``inputs`` is the preprocessed batch (N, C, H, W) float32 and
+        ``data_samples`` the preprocessor's; returns them with the
+        predictions set.
+    """
+    task = TASKS[cfg.default_scope]
+    if task == 'classifier':
+        return ClassifierPredictions(cfg)
+    if task == 'segmentor':
+        return SegmentorPredictions(cfg)
+    return DetectorPredictions(cfg)
+
+
+def check_graph_outputs(session, task):
+    """Raise a ValueError unless a graph's outputs are those of ``task``'s
+    graphs (:data:`TASK_OUTPUTS`)."""
+    names = [output.name for output in session.get_outputs()]
+    expected = TASK_OUTPUTS[task]
+    if task == 'classifier':
+        fits = len(names) == 1 and names[0] in expected
+        described = "'scores' or 'logits'"
+    else:
+        fits = tuple(names[:len(expected)]) == expected
+        described = ', '.join(repr(name) for name in expected)
+    if not fits:
+        raise ValueError(
+            f"The graph's outputs are {names}, not those of a {task} graph "
+            f'of mmtnt.deploy.export_onnx ({described}): was it exported '
+            'from a model of this config\'s task?')
+
+
+def check_graph_input(session, shape):
+    """Raise a ValueError that says what differs when a graph cannot take
+    preprocessed images of ``shape`` (other channels, or a fixed size that
+    differs); the batch is not checked (:func:`run_batched`).
+
+    Args:
+        session (onnxruntime.InferenceSession): The graph.
+        shape (tuple[int]): (N, C, H, W).
+    """
+    expected = graph_input_shape(session)
+    channels = expected[1]
+    if channels is not None and channels != shape[1]:
+        raise ValueError(
+            f'The graph takes {channels}-channel images, but the config\'s '
+            f'data preprocessor gives {shape[1]} channels: was the graph '
+            'exported from this config?')
+    if any(size is not None and size != actual
+           for size, actual in zip(expected[2:], shape[2:])):
+        fixed = 'x'.join('?' if s is None else str(s) for s in expected[2:])
+        raise ValueError(
+            f'The graph takes {fixed} images (a fixed size), but the '
+            f'config\'s test data gives {shape[2]}x{shape[3]}: export it with '
+            'dynamic axes (export_onnx(..., dynamic=True), pytorch2onnx.py '
+            '--dynamic-export) or at that size.')
+
+
+def graph_input_shape(session):
+    """The image input's (N, C, H, W), None for a dynamic axis."""
+    shape = session.get_inputs()[0].shape
+    return tuple(size if isinstance(size, int) else None for size in shape)
+
+
+def run_batched(session, inputs):
+    """Run a graph on a batch: whole, or in parts of the graph's fixed
+    batch size, the last part filled up with copies of its last image.
+
+    Args:
+        session (onnxruntime.InferenceSession): A classifier or segmentor
+            graph.
+        inputs (np.ndarray): (N, C, H, W) float32.
+
+    Returns:
+        np.ndarray: The first output, N long.
+    """
+    check_graph_input(session, inputs.shape)
+    batch = graph_input_shape(session)[0]
+    if batch is None or batch == len(inputs):
+        return session.run(None, {INPUT_NAME: inputs})[0]
+    outputs = []
+    for start in range(0, len(inputs), batch):
+        part = inputs[start:start + batch]
+        count = len(part)
+        if count < batch:
+            part = np.concatenate(
+                [part, np.repeat(part[-1:], batch - count, axis=0)])
+        outputs.append(session.run(None, {INPUT_NAME: part})[0][:count])
+    return np.concatenate(outputs)
+
+
+class ClassifierPredictions:
+    """``pred_score`` and ``pred_label`` of a classifier graph, through the
+    config's head (built alone) as mmpretrain's ``predict`` sets them.
+
+    A graph of ``scores`` (softmax, or sigmoid for a multi-label head) is
+    taken back to logits that the head's activation maps to the same
+    scores (their logarithm, or their logit), within float rounding.
+
+    Args:
+        cfg (Config): The full config, under its scope.
+    """
+
+    def __init__(self, cfg):
+        from mmengine.registry import MODELS
+        from mmpretrain.models.heads import MultiLabelClsHead
+        self.head = MODELS.build(copy.deepcopy(cfg.model.head))
+        self.multi_label = isinstance(self.head, MultiLabelClsHead)
+
+    def __call__(self, session, inputs, data_samples):
+        outputs = torch.from_numpy(run_batched(session, inputs))
+        if session.get_outputs()[0].name == 'scores':
+            outputs = outputs.logit() if self.multi_label else outputs.log()
+        return self.head._get_predictions(outputs, data_samples)
+
+
+class SegmentorPredictions:
+    """``seg_logits`` and ``pred_sem_seg`` of a segmentor graph, as mmseg's
+    ``EncoderDecoder.predict`` sets them (whole or sliding-window
+    inference, padding cut, resized to the original image, arg-max or the
+    decode head's threshold for one output channel).
+
+    Args:
+        cfg (Config): The full config.
+    """
+
+    def __init__(self, cfg):
+        decode_head = cfg.model.decode_head
+        if isinstance(decode_head, list):  # cascades: the last head's
+            decode_head = decode_head[-1]
+        self.align_corners = decode_head.get('align_corners', False)
+        # mmseg's BaseDecodeHead: 0.3 for one output channel by default.
+        threshold = decode_head.get('threshold')
+        self.threshold = 0.3 if threshold is None else threshold
+        self.test_cfg = cfg.model.get('test_cfg') or {}
+
+    def __call__(self, session, inputs, data_samples):
+        if self.test_cfg.get('mode', 'whole') == 'slide':
+            seg_logits = slide_logits(session, inputs,
+                                      self.test_cfg['crop_size'],
+                                      self.test_cfg['stride'])
+        else:
+            seg_logits = torch.from_numpy(run_batched(session, inputs))
+        return self.postprocess(seg_logits, data_samples)
+
+    def postprocess(self, seg_logits, data_samples):
+        """mmseg's ``BaseSegmentor.postprocess_result`` on ``seg_logits``
+        (N, C, H, W) at the input size."""
+        from mmengine.structures import PixelData
+        from mmseg.models.utils import resize
+        height, width = seg_logits.shape[2:]
+        for i, sample in enumerate(data_samples):
+            meta = sample.metainfo
+            left, right, top, bottom = meta.get(
+                'img_padding_size', meta.get('padding_size', [0] * 4))
+            logits = seg_logits[i:i + 1, :, top:height - bottom,
+                                left:width - right]
+            if meta.get('flip'):
+                logits = logits.flip(
+                    dims=(3, ) if meta['flip_direction'] ==
+                    'horizontal' else (2, ))
+            logits = resize(
+                logits,
+                size=meta['ori_shape'],
+                mode='bilinear',
+                align_corners=self.align_corners,
+                warning=False).squeeze(0)
+            if logits.shape[0] > 1:
+                prediction = logits.argmax(dim=0, keepdim=True)
+            else:
+                logits = logits.sigmoid()
+                prediction = (logits > self.threshold).to(logits)
+            sample.set_data(
+                dict(
+                    seg_logits=PixelData(data=logits),
+                    pred_sem_seg=PixelData(data=prediction)))
+        return data_samples
+
+
+def slide_logits(session, inputs, crop_size, stride):
+    """Sliding-window logits as mmseg's ``EncoderDecoder.slide_inference``
+    computes them: the graph on each window, overlaps averaged.
+
+    Args:
+        session (onnxruntime.InferenceSession): A segmentor graph.
+        inputs (np.ndarray): (N, C, H, W) float32.
+        crop_size (tuple[int, int]): The windows' height and width.
+        stride (tuple[int, int]): Their steps.
+
+    Returns:
+        Tensor: (N, num_classes, H, W).
+    """
+    (crop_h, crop_w), (stride_h, stride_w) = crop_size, stride
+    height, width = inputs.shape[2:]
+    rows = max(height - crop_h + stride_h - 1, 0) // stride_h + 1
+    cols = max(width - crop_w + stride_w - 1, 0) // stride_w + 1
+    logits, counts = None, torch.zeros(len(inputs), 1, height, width)
+    for row in range(rows):
+        for col in range(cols):
+            y2 = min(row * stride_h + crop_h, height)
+            x2 = min(col * stride_w + crop_w, width)
+            y1, x1 = max(y2 - crop_h, 0), max(x2 - crop_w, 0)
+            window = np.ascontiguousarray(inputs[:, :, y1:y2, x1:x2])
+            crop = torch.from_numpy(run_batched(session, window))
+            if logits is None:
+                logits = crop.new_zeros(len(inputs), crop.shape[1], height,
+                                        width)
+            logits[:, :, y1:y2, x1:x2] += crop
+            counts[:, :, y1:y2, x1:x2] += 1
+    return logits / counts
+
+
+class DetectorPredictions:
+    """``pred_instances`` of a detector graph, image by image, as mmdet's
+    ``predict(rescale=True)`` sets them: boxes in the original image,
+    masks of its size.
+
+    Args:
+        cfg (Config): The full config.
+    """
+
+    def __init__(self, cfg):
+        rcnn = (cfg.model.get('test_cfg') or {}).get('rcnn') or {}
+        self.mask_threshold = rcnn.get('mask_thr_binary', 0.5)
+
+    def __call__(self, session, inputs, data_samples):
+        from mmengine.structures import InstanceData
+        names = [output.name for output in session.get_outputs()]
+        takes_img_shape = IMG_SHAPE_NAME in {
+            value.name
+            for value in session.get_inputs() +
+            session.get_overridable_initializers()
+        }
+        for i, sample in enumerate(data_samples):
+            height, width = sample.img_shape
+            feed = {INPUT_NAME: inputs[i:i + 1]}
+            if takes_img_shape:
+                feed[IMG_SHAPE_NAME] = np.array([height, width], np.int64)
+            else:
+                feed[INPUT_NAME] = np.ascontiguousarray(
+                    inputs[i:i + 1, :, :height, :width])
+            check_graph_input(session, feed[INPUT_NAME].shape)
+            outputs = dict(zip(names, session.run(None, feed)))
+            sample.pred_instances = InstanceData(
+                **self.rescaled(outputs, sample))
+        return data_samples
+
+    def rescaled(self, outputs, sample):
+        """The detections of one image in its original size.
+
+        Args:
+            outputs (dict): The graph's outputs by name.
+            sample (DetDataSample): The image's, with ``scale_factor``,
+                ``img_shape`` and ``ori_shape``.
+
+        Returns:
+            dict: ``bboxes``, ``scores``, ``labels`` and maybe ``masks``,
+            as tensors.
+        """
+        boxes = torch.from_numpy(outputs['boxes'])
+        masks = [name for name in MASK_OUTPUTS if name in outputs]
+        detections = dict(
+            scores=torch.from_numpy(outputs['scores']),
+            labels=torch.from_numpy(outputs['labels']))
+        if not masks:
+            # mmdet's heads multiply by the reciprocal (scale_boxes).
+            detections['bboxes'] = boxes * boxes.new_tensor(
+                [1 / s for s in sample.scale_factor]).repeat(2)
+            return detections
+        # mmdet's mask head divides the boxes, then pastes at ori_shape.
+        detections['bboxes'] = boxes / boxes.new_tensor(
+            sample.scale_factor).repeat(2)
+        ori_shape = tuple(sample.ori_shape[:2])
+        if masks[0] == 'roi_masks':
+            from .masks import paste_masks
+            detections['masks'] = paste_masks(
+                torch.from_numpy(outputs['roi_masks']), detections['bboxes'],
+                ori_shape, self.mask_threshold)
+            return detections
+        img_shape = tuple(sample.img_shape[:2])
+        if img_shape != ori_shape:
+            raise ValueError(
+                f'The graph pastes its masks at the input size {img_shape}, '
+                f'and the test pipeline resized the image from {ori_shape}: '
+                'evaluating them needs a graph '
+                "of the masks per RoI ('roi_masks', export_onnx's default).")
+        detections['masks'] = torch.from_numpy(outputs['masks']).bool()
+        return detections
+
+
+def format_metrics(metrics, seconds, by_epoch=True, num_digits=4):
+    """The line mmengine's ``LogProcessor`` logs after a test epoch.
+
+    Args:
+        metrics (dict): The evaluator's.
+        seconds (dict): ``batches``, ``data_time`` and ``time`` of
+            :func:`run_graphs`.
+        by_epoch (bool): ``Epoch(test)``, else ``Iter(test)``.
+        num_digits (int): Decimals of floats.
+
+    Returns:
+        str: The line.
+
+    Examples:
+        >>> format_metrics({'accuracy/top1': 87.5},
+        ...                dict(batches=2, data_time=0.01, time=0.02))
+        'Epoch(test) [2/2]    accuracy/top1: 87.5000  data_time: 0.0100  \
+time: 0.0200'
+    """
+    batches = seconds['batches']
+    items = []
+    for name, value in {**metrics, 'data_time': seconds['data_time'],
+                        'time': seconds['time']}.items():
+        if isinstance(value, (np.generic, np.ndarray, torch.Tensor)) and (
+                np.size(value) == 1):
+            value = value.item()  # a scalar, as mmengine's MessageHub
+        if isinstance(value, float):
+            value = f'{value:.{num_digits}f}'
+        elif isinstance(value, (torch.Tensor, np.ndarray)):
+            value = f'\n{value}\n'
+        items.append(f'{name}: {value}')
+    mode = 'Epoch' if by_epoch else 'Iter'
+    return f'{mode}(test) [{batches}/{batches}]    ' + '  '.join(items)
