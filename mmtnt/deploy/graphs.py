@@ -34,14 +34,15 @@ from ..models.layers import attention as attention_layers
 from .detection import DetectorGraph
 
 #: The parts that the queries of an attention over a whole token map are
-#: cut into in an exported graph (:func:`query_chunked_attention`): a part
-#: forms 1/8 of the (queries x keys) weights at a time, with their softmax.
-#: The demo Mask R-CNN (Twins-SVT) on an 800x1333 image has 4200 x 1050
-#: weights in 4 heads in its third stage's global attention, 67 MiB, twice
-#: with the softmax; a part's 8.4 MiB are less than the 4x hidden channels
-#: of an MLP of its first stage (33 MiB), so that attention no longer sets
-#: the peak.
-ATTENTION_QUERY_CHUNKS = 8
+#: cut into in an exported graph (:func:`query_chunked_attention`). A part
+#: holds 1/n of each head's (Nq x Nk) weights at a time, twice (before and
+#: after the softmax): 2 x Nq x Nk / n floats per head, against the
+#: 4 x head dim x Nq per head of the hidden activations of the MLP beside
+#: it (MLP ratio 4); they are equal at n = Nk / (2 x head dim). Twins'
+#: global attention has about 1050 keys at 800x1333 in every stage, and
+#: head dims of 32 (SVT) or 64 (PCPVT): with 16 parts it needs no more
+#: than the MLP.
+ATTENTION_QUERY_CHUNKS = 16
 #: Attention whose weights per batch entry and head (queries x keys) are
 #: known during the export to be fewer than this (4 MiB in float32) is not
 #: cut: the whole matrix is no burden, and parts would only add nodes.
@@ -390,7 +391,8 @@ def export_friendly(module):
     Segmentors and detectors run at 512 to 1333 pixels a side, where the
     attention over a whole token map has millions of weights per head, and
     the parts keep the graph's memory near the eager model's. Classifiers
-    run at 224 to 384, where it has fewer than :data:`MIN_CHUNKED_WEIGHTS`,
+    run at 224 or 256 (their configs), where it has fewer than
+    :data:`MIN_CHUNKED_WEIGHTS` (Twins' first stage at 224: 3136 x 49),
     and the parts would only add copies of the queries and outputs (see
     docs/inference.md, "Mask R-CNN at 800x1333").
 

@@ -13,6 +13,11 @@ The image is preprocessed as the config's data preprocessor does it
 (normalised, padded to ``pad_size_divisor``), and both sides get the same
 batch input and ``img_shape``; the detections are those of
 ``predict(..., rescale=False)``, and both sides' are matched at the end.
+The graph is exported as :func:`mmtnt.deploy.export_onnx` exports any
+detector (attention in parts, :func:`mmtnt.deploy.graphs.
+chunked_attention`), and its session runs without ONNX Runtime's memory
+pattern unless ``--memory-pattern`` is given
+(:func:`mmtnt.deploy.cpu_session`).
 
 Usage (``tools/analysis_tools/mask_rcnn_onnx_benchmark.py``)::
 

@@ -18,8 +18,11 @@ def cpu_session(onnx_file, num_threads=None, memory_pattern=True):
         memory_pattern (bool): ONNX Runtime's memory pattern
             (``SessionOptions.enable_mem_pattern``): after a run, the
             next run of the same input shapes gets one block for all its
-            intermediate tensors, planned from the last one. Defaults to
-            True.
+            intermediate tensors, planned from the last one. Pass False for
+            detectors, whose tensors' sizes follow the detections: the
+            block then outgrows the tensors it holds (docs/inference.md,
+            "Mask R-CNN at 800x1333"). Defaults to True, ONNX Runtime's
+            default.
 
     Returns:
         onnxruntime.InferenceSession: With the CPU execution provider.
@@ -28,6 +31,7 @@ def cpu_session(onnx_file, num_threads=None, memory_pattern=True):
         >>> session = cpu_session('svt-s.onnx', num_threads=2)
         >>> [i.name for i in session.get_inputs()]
         ['input']
+        >>> session = cpu_session('mask-rcnn.onnx', 2, memory_pattern=False)
     """
     import onnxruntime as ort
     options = ort.SessionOptions()
