@@ -1,5 +1,6 @@
 """What ``tools/train.py`` and ``tools/test.py`` share: the runner's
-command-line options and the checks that stop them before the runner.
+command-line options, how the common ones enter the config, and the checks
+that stop them before the runner.
 
 Examples:
     >>> import argparse
@@ -11,6 +12,7 @@ Examples:
     ('none', 1)
 """
 import os
+import os.path as osp
 
 from mmengine.config import DictAction
 
@@ -65,6 +67,41 @@ def parse_runner_args(parser, argv=None):
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
+
+
+def set_launcher_and_work_dir(cfg, args):
+    """Put ``--launcher`` and the work folder into the config: ``--work-dir``,
+    else the config's ``work_dir``, else ``./work_dirs/<config name>``.
+
+    Args:
+        cfg (Config): The config read from ``args.config``.
+        args (argparse.Namespace): From :func:`parse_runner_args`.
+
+    Examples:
+        >>> set_launcher_and_work_dir(cfg, args)  # no --work-dir, none in cfg
+        >>> cfg.work_dir
+        './work_dirs/tnt-demo_1xb128_fashion-mnist'
+    """
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+
+
+def apply_final_overrides(cfg, args):
+    """Apply the options that overrule everything else, last:
+    ``--no-cpu-accel`` and ``--cfg-options``.
+
+    Args:
+        cfg (Config): The config, the tool's own options merged in.
+        args (argparse.Namespace): From :func:`parse_runner_args`.
+    """
+    if args.no_cpu_accel:
+        cfg.cpu_accel = False
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
 
 
 def check_run_inputs(cfg, dataloaders, prog):

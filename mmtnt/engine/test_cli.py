@@ -22,8 +22,9 @@ import os.path as osp
 from mmengine.config import Config, ConfigDict
 from mmengine.registry import METRICS
 
-from .runner_cli import (add_runner_arguments, check_run_inputs,
-                         parse_runner_args)
+from .runner_cli import (add_runner_arguments, apply_final_overrides,
+                         check_run_inputs, parse_runner_args,
+                         set_launcher_and_work_dir)
 
 PROG = 'tools/test.py'
 TASKS = ('mmpretrain', 'mmdet', 'mmseg')
@@ -199,14 +200,7 @@ def merge_args(cfg, args):
         ValueError: When ``--show-dir`` or ``--tta`` does not suit the
             config (:func:`enable_visualization`, :func:`enable_tta`).
     """
-    cfg.launcher = args.launcher
-
-    # work_dir: command line > config > ./work_dirs/<config name>
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    set_launcher_and_work_dir(cfg, args)
 
     cfg.load_from = args.checkpoint
 
@@ -215,10 +209,7 @@ def merge_args(cfg, args):
     if args.tta:
         enable_tta(cfg)
 
-    if args.no_cpu_accel:
-        cfg.cpu_accel = False
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    apply_final_overrides(cfg, args)
     return cfg
 
 

@@ -9,14 +9,14 @@ Examples:
     ('mmtnt.CPUAmpOptimWrapper', 'work_dirs/demo')
 """
 import argparse
-import os.path as osp
 
 from mmengine.config import Config
 
 from .amp import enable_amp
 from .compile_hook import CompileHook
-from .runner_cli import (add_runner_arguments, check_run_inputs,
-                         parse_runner_args)
+from .runner_cli import (add_runner_arguments, apply_final_overrides,
+                         check_run_inputs, parse_runner_args,
+                         set_launcher_and_work_dir)
 
 PROG = 'tools/train.py'
 # The autocast dtypes of `--amp-dtype`.
@@ -130,14 +130,7 @@ def merge_args(cfg, args):
         >>> cfg.work_dir  # without --work-dir nor one in the config
         './work_dirs/tnt-demo_1xb128_fashion-mnist'
     """
-    cfg.launcher = args.launcher
-
-    # work_dir: command line > config > ./work_dirs/<config name>
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir') is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    set_launcher_and_work_dir(cfg, args)
 
     if args.amp or args.amp_dtype:
         enable_amp(cfg, args.amp_dtype)
@@ -158,10 +151,7 @@ def merge_args(cfg, args):
                              'base_batch_size=...)` in the config.')
         cfg.auto_scale_lr.enable = True
 
-    if args.no_cpu_accel:
-        cfg.cpu_accel = False
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    apply_final_overrides(cfg, args)
     add_compile_hooks(cfg)
     return cfg
 
