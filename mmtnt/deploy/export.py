@@ -20,10 +20,12 @@ masking would be kept or dropped for all sizes. During the export, adaptive
 average pooling to more than 1x1 (mmseg's pyramid pooling in UPerHead and
 PSPHead) runs as :class:`~mmtnt.deploy.graphs.AdaptiveAvgPool2dGraph`,
 whose windows follow the input size; the stock decomposition keeps the
-example's. In segmentor and detector graphs, attention over a whole token
-map computes its queries in parts
-(:func:`~mmtnt.deploy.graphs.chunked_attention`, the same result), so that
-ONNX Runtime never holds all of its (queries x keys) weights at once.
+example's. Attention is exported as its explicit products, which ONNX
+Runtime runs faster than the exporter's decomposition of PyTorch's fused
+attention, and in segmentor and detector graphs attention over a whole
+token map computes its queries in parts, so that ONNX Runtime never holds
+all of its (queries x keys) weights at once (both the same result,
+:func:`~mmtnt.deploy.graphs.graph_attention`).
 
 For detectors the graph holds the box decoding, NMS (ONNX
 ``NonMaxSuppression``) and, for Mask R-CNN, ``RoiAlign`` (each RoI on its

@@ -284,9 +284,13 @@ class AdaptiveAvgPool2dGraph(nn.Module):
         return rows @ x @ cols.transpose(0, 1)
 
 
-#: mmtnt's attention function, which :func:`chunked_attention` replaces
-#: with :func:`query_chunked_attention` for a while.
+#: mmtnt's attention function, which :func:`graph_attention` replaces for
+#: a while.
 PLAIN_ATTENTION = attention_layers.scaled_dot_product_attention
+#: The attention of exported graphs: two matrix products and a softmax
+#: (:func:`mmtnt.models.layers.attention.explicit_attention`), see
+#: :func:`graph_attention`.
+EXPLICIT_ATTENTION = attention_layers.explicit_attention
 
 
 def cuts_queries(query, key):
@@ -316,17 +320,17 @@ def query_chunked_attention(query,
                             attn_mask=None,
                             dropout_p=0.,
                             chunks=ATTENTION_QUERY_CHUNKS):
-    """mmtnt's attention (:data:`PLAIN_ATTENTION`) over ``chunks`` parts of
-    the queries in turn, the outputs joined, where :func:`cuts_queries`
-    says so; else in one piece.
+    """The explicit attention (:data:`EXPLICIT_ATTENTION`) over ``chunks``
+    parts of the queries in turn, the outputs joined, where
+    :func:`cuts_queries` says so; else in one piece.
 
     The result is the same, since the softmax normalises each query's
     weights on their own; but a graph exported from it forms the weights of
     one part at a time, 1/``chunks`` of the (queries x keys) matrix, where
-    PyTorch's fused attention never forms them all and the ONNX exporter's
-    decomposition (``MatMul``, ``Softmax``, ``MatMul``) would. The parts'
-    bounds are computed from the number of queries, so that they follow the
-    input in a dynamic export.
+    PyTorch's fused attention never forms them all and a graph's
+    ``MatMul``, ``Softmax``, ``MatMul`` would. The parts' bounds are
+    computed from the number of queries, so that they follow the input in a
+    dynamic export.
 
     Args:
         query (Tensor): Shape (..., Nq, d).
@@ -349,7 +353,7 @@ def query_chunked_attention(query,
         True
     """
     if not cuts_queries(query, key):
-        return PLAIN_ATTENTION(query, key, value, attn_mask, dropout_p)
+        return EXPLICIT_ATTENTION(query, key, value, attn_mask, dropout_p)
     num_queries = query.shape[-2]
     bounds = [part * num_queries // chunks for part in range(chunks + 1)]
     split_mask = attn_mask is not None and not statically_known_true(
@@ -358,35 +362,52 @@ def query_chunked_attention(query,
     for start, end in zip(bounds[:-1], bounds[1:]):
         mask = attn_mask[..., start:end, :] if split_mask else attn_mask
         outputs.append(
-            PLAIN_ATTENTION(query[..., start:end, :], key, value, mask,
-                            dropout_p))
+            EXPLICIT_ATTENTION(query[..., start:end, :], key, value, mask,
+                               dropout_p))
     return torch.cat(outputs, dim=-2)
 
 
-def chunked_attention():
+def graph_attention(cut_queries=True):
     """A context in which the attention layers of mmtnt
-    (:mod:`mmtnt.models.layers.attention`) compute their attention by
-    :func:`query_chunked_attention`; afterwards as before.
+    (:mod:`mmtnt.models.layers.attention`) compute their attention as
+    exported graphs do, afterwards as before: the explicit products
+    (:data:`EXPLICIT_ATTENTION`), with the queries in parts
+    (:func:`query_chunked_attention`) if ``cut_queries``.
+
+    The explicit products, not PyTorch's fused attention, because of what
+    the ONNX exporter makes of the latter: it decomposes it into the same
+    ``MatMul``, ``Softmax``, ``MatMul``, but transposes the keys by
+    reshaping them to 3-D, transposing and reshaping back, which ONNX
+    Runtime cannot fold into the product. For TNT's word attention
+    (6272 x 16 x 6 keys per block at batch 8), each such ``Transpose``
+    took 9 ms, a third of the graph's time; the explicit ``key^T`` of the
+    last two axes is one ``Transpose`` that ONNX Runtime merges with the
+    heads' (docs/inference.md, "Attention in exported graphs").
+
+    Args:
+        cut_queries (bool): Whether attention over a whole token map is
+            computed in parts. Defaults to True.
 
     Examples:
         >>> from mmtnt.models.layers import MultiheadAttention
         >>> layer, x = MultiheadAttention(16, 2).eval(), torch.rand(1, 9, 16)
-        >>> with chunked_attention():
-        ...     chunked = layer(x)
-        >>> torch.allclose(chunked, layer(x), atol=1e-6)
+        >>> with graph_attention():
+        ...     exported = layer(x)
+        >>> torch.allclose(exported, layer(x), atol=1e-6)
         True
     """
-    return mock.patch.object(attention_layers, 'scaled_dot_product_attention',
-                             query_chunked_attention)
+    return mock.patch.object(
+        attention_layers, 'scaled_dot_product_attention',
+        query_chunked_attention if cut_queries else EXPLICIT_ATTENTION)
 
 
 @contextlib.contextmanager
 def export_friendly(module):
     """Within the block, the adaptive average poolings of ``module`` that
-    do not pool to 1x1 are :class:`AdaptiveAvgPool2dGraph`, and, unless
-    ``module`` is a :class:`ClassifierGraph`, mmtnt's attention layers cut
-    their queries into parts (:func:`chunked_attention`); all is put back
-    afterwards.
+    do not pool to 1x1 are :class:`AdaptiveAvgPool2dGraph`, and mmtnt's
+    attention layers compute explicit products (:func:`graph_attention`),
+    with their queries in parts unless ``module`` is a
+    :class:`ClassifierGraph`; all is put back afterwards.
 
     Segmentors and detectors run at 512 to 1333 pixels a side, where the
     attention over a whole token map has millions of weights per head, and
@@ -415,10 +436,9 @@ def export_friendly(module):
                 swapped.append((parent, name, child))
                 setattr(parent, name,
                         AdaptiveAvgPool2dGraph(child.output_size))
-    parts = (contextlib.nullcontext() if isinstance(module, ClassifierGraph)
-             else chunked_attention())
     try:
-        with parts:
+        with graph_attention(
+                cut_queries=not isinstance(module, ClassifierGraph)):
             yield module
     finally:
         for parent, name, child in swapped:

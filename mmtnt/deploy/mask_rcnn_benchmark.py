@@ -15,7 +15,7 @@ batch input and ``img_shape``; the detections are those of
 ``predict(..., rescale=False)``, and both sides' are matched at the end.
 The graph is exported as :func:`mmtnt.deploy.export_onnx` exports any
 detector (attention in parts, :func:`mmtnt.deploy.graphs.
-chunked_attention`), and its session runs without ONNX Runtime's memory
+graph_attention`), and its session runs without ONNX Runtime's memory
 pattern unless ``--memory-pattern`` is given
 (:func:`mmtnt.deploy.cpu_session`).
 

@@ -1,9 +1,9 @@
-"""Attention in exported graphs: the queries cut into parts
+"""Attention in exported graphs: explicit products, whose keys are
+transposed on their last two axes only, and the queries cut into parts
 (:func:`mmtnt.deploy.graphs.query_chunked_attention`) where the weights
 are many give the plain attention's result, in PyTorch and in ONNX Runtime
 against an export without the parts; the plain model is itself again
 afterwards, and classifiers are exported without parts."""
-import contextlib
 from unittest import mock
 
 import numpy as np
@@ -12,10 +12,10 @@ import torch
 import torch.nn as nn
 
 from mmtnt.deploy import cpu_session, export_onnx, graphs
-from mmtnt.deploy.graphs import (ATTENTION_QUERY_CHUNKS, PLAIN_ATTENTION,
-                                 ClassifierGraph, chunked_attention,
+from mmtnt.deploy.graphs import (ATTENTION_QUERY_CHUNKS, EXPLICIT_ATTENTION,
+                                 PLAIN_ATTENTION, ClassifierGraph,
                                  cuts_queries, export_friendly,
-                                 query_chunked_attention)
+                                 graph_attention, query_chunked_attention)
 from mmtnt.models.layers import attention as attention_layers
 from mmtnt.models.layers.layout import map_to_tokens
 
@@ -56,7 +56,7 @@ def test_parts_give_the_plain_attention(mask, num_queries, num_keys,
         return PLAIN_ATTENTION(query, key, value, attn_mask, dropout_p)
 
     monkeypatch.setattr(graphs, 'MIN_CHUNKED_WEIGHTS', 0)
-    monkeypatch.setattr(graphs, 'PLAIN_ATTENTION', plain_attention)
+    monkeypatch.setattr(graphs, 'EXPLICIT_ATTENTION', plain_attention)
     chunked = query_chunked_attention(*inputs)
     assert len(parts) == ATTENTION_QUERY_CHUNKS
     assert sum(parts) == num_queries
@@ -77,14 +77,19 @@ def test_only_many_weights_are_cut(num_queries, num_keys, cut):
 def test_the_layers_attention_is_swapped_for_the_block_only():
     layer = attention_layers.SpatialReductionAttention(32, 2, sr_ratio=2)
     tokens = torch.randn(1, 12 * 10, 32)
-    calls = []
+    calls, explicit = [], []
 
     def record(*args, **kwargs):
         calls.append(args[0].shape[-2])
         return query_chunked_attention(*args, **kwargs)
 
-    with mock.patch.object(graphs, 'query_chunked_attention', record):
-        with chunked_attention():
+    def record_explicit(*args, **kwargs):
+        explicit.append(args[0].shape[-2])
+        return EXPLICIT_ATTENTION(*args, **kwargs)
+
+    with mock.patch.object(graphs, 'query_chunked_attention', record), \
+            mock.patch.object(graphs, 'EXPLICIT_ATTENTION', record_explicit):
+        with graph_attention():
             chunked = layer(tokens, (12, 10))
         plain = layer(tokens, (12, 10))
         with export_friendly(nn.Sequential(layer)):
@@ -93,6 +98,9 @@ def test_the_layers_attention_is_swapped_for_the_block_only():
         with export_friendly(ClassifierGraph(nn.Sequential(layer))):
             layer(tokens, (12, 10))
     assert calls == [120, 120]
+    # every export computes the explicit products (parts: the 120 queries
+    # are fewer than MIN_CHUNKED_WEIGHTS allows to cut, so one piece)
+    assert explicit == [120, 120, 120]
     assert (attention_layers.scaled_dot_product_attention is
             PLAIN_ATTENTION)
     torch.testing.assert_close(chunked, plain, atol=ATOL, rtol=0)
@@ -137,8 +145,9 @@ def test_chunked_export_matches_the_unchunked_one(tmp_path):
     files = dict(chunked=str(tmp_path / 'chunked.onnx'),
                  plain=str(tmp_path / 'plain.onnx'))
     export_onnx(module, files['chunked'], (64, 64), dynamic=True)
-    with mock.patch.object(graphs, 'chunked_attention',
-                           contextlib.nullcontext):
+    whole = graphs.graph_attention
+    with mock.patch.object(graphs, 'graph_attention',
+                           lambda cut_queries: whole(cut_queries=False)):
         export_onnx(module, files['plain'], (64, 64), dynamic=True)
     assert attention_layers.scaled_dot_product_attention is PLAIN_ATTENTION
     softmaxes = {kind: softmax_count(f) for kind, f in files.items()}
@@ -159,3 +168,59 @@ def test_chunked_export_matches_the_unchunked_one(tmp_path):
                                    atol=ATOL, rtol=0)
         np.testing.assert_allclose(outputs['chunked'], eager, atol=ATOL,
                                    rtol=0)
+
+
+def transpose_perms(onnx_file):
+    """The ``perm`` of every Transpose node of an ONNX file (in functions
+    too)."""
+    import onnx
+    model = onnx.load(onnx_file)
+    nodes = list(model.graph.node)
+    for function in model.functions:
+        nodes += list(function.node)
+    return [
+        list(attribute.ints) for node in nodes if node.op_type == 'Transpose'
+        for attribute in node.attribute if attribute.name == 'perm'
+    ]
+
+
+class WordAttention(nn.Module):
+    """TNT's word attention over the sentences (16 words of 24 channels) of
+    an input (B, sentences, 16, 24)."""
+
+    def __init__(self):
+        super().__init__()
+        self.attention = attention_layers.MultiheadAttention(24, 4)
+
+    def forward(self, x):
+        return self.attention(x.flatten(0, 1))
+
+
+def test_keys_are_transposed_on_their_last_two_axes(tmp_path):
+    """The exporter's decomposition of PyTorch's fused attention reshapes
+    the keys to 3-D around their transpose (``perm`` [0, 2, 1]), which ONNX
+    Runtime cannot fold into the product; the exported explicit products
+    transpose the 4-D keys' last two axes."""
+    torch.manual_seed(0)
+    module = WordAttention().eval()
+    files = dict(exported=str(tmp_path / 'exported.onnx'),
+                 fused=str(tmp_path / 'fused.onnx'))
+    sentences = torch.randn(1, 6, 16, 24)
+    export_onnx(module, files['exported'], (16, 24), dynamic=False,
+                channels=6)
+    with mock.patch.object(graphs, 'graph_attention',
+                           lambda cut_queries: mock.patch.object(
+                               attention_layers,
+                               'scaled_dot_product_attention',
+                               PLAIN_ATTENTION)):
+        export_onnx(module, files['fused'], (16, 24), dynamic=False,
+                    channels=6)
+    perms = {kind: transpose_perms(f) for kind, f in files.items()}
+    assert [0, 2, 1] in perms['fused']
+    assert [0, 2, 1] not in perms['exported']
+    assert [0, 1, 3, 2] in perms['exported']
+    session = cpu_session(files['exported'], num_threads=1)
+    output, = session.run(None, {'input': sentences.numpy()})
+    with torch.no_grad():
+        expected = module(sentences).numpy()
+    np.testing.assert_allclose(output, expected, atol=ATOL, rtol=0)
