@@ -1,0 +1,107 @@
+"""Bicubic interpolation in exported graphs: two matrix products
+(:func:`mmtnt.deploy.graphs.separable_interpolate`) that give PyTorch's
+result, in PyTorch and in ONNX Runtime at sizes other than the export's,
+with no cubic ``Resize`` left in the graph."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mmtnt.deploy import cpu_session, export_onnx
+from mmtnt.deploy.graphs import (PLAIN_INTERPOLATE, bicubic_matrix,
+                                 graph_interpolation, separable_interpolate)
+from mmtnt.models.utils import resize_attention_bias, resize_pos_embed
+
+ATOL = 1e-5
+
+
+@pytest.mark.parametrize('src,dst', [((8, 8), (13, 21)), ((14, 14), (14, 14)),
+                                     ((32, 32), (5, 7)), ((3, 5), (1, 9))])
+def test_separable_bicubic_equals_pytorch(src, dst):
+    grid = torch.randn(2, 5, *src, generator=torch.Generator().manual_seed(0))
+    expected = PLAIN_INTERPOLATE(grid, size=dst, mode='bicubic',
+                                 align_corners=False)
+    out = separable_interpolate(grid, size=dst, mode='bicubic',
+                                align_corners=False)
+    torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
+
+
+def test_rows_sum_to_one_and_taps_clamp_at_the_edges():
+    matrix = bicubic_matrix(3, 7, torch.zeros(1, dtype=torch.float64))
+    torch.testing.assert_close(matrix.sum(1),
+                               torch.ones(7, dtype=torch.float64))
+    # upsampling a 3-wide axis: the first output reads taps -2..1, which
+    # clamp to 0, 0, 0, 1
+    assert matrix[0, 2] == 0 and matrix[0, 0] > 0.9
+
+
+@pytest.mark.parametrize('kwargs', [
+    dict(size=(6, 6), mode='bilinear', align_corners=False),
+    dict(size=(6, 6), mode='bicubic', align_corners=True),
+    dict(scale_factor=2, mode='bicubic', align_corners=False),
+    dict(size=(6, 6), mode='nearest'),
+])
+def test_other_interpolations_are_pytorchs(kwargs):
+    grid = torch.randn(1, 2, 4, 4)
+    calls = []
+
+    def plain(*args):
+        calls.append(args)
+        return PLAIN_INTERPOLATE(*args)
+
+    with torch.no_grad():
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr('mmtnt.deploy.graphs.PLAIN_INTERPOLATE', plain)
+            out = separable_interpolate(grid, **kwargs)
+    assert len(calls) == 1
+    torch.testing.assert_close(out, PLAIN_INTERPOLATE(grid, **kwargs))
+
+
+class LearnedGrids(nn.Module):
+    """A position embedding and an attention bias learned on 8x8 and 2x2
+    grids, resized to the input's (as TNT, PyramidTNT and Twins do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.randn(1, 1 + 64, 4))
+        self.bias = nn.Parameter(torch.randn(1, 2, 64, 4))
+
+    def forward(self, x):
+        grid = tuple(x.shape[-2:])
+        keys = (grid[0] // 4, grid[1] // 4)
+        pos = resize_pos_embed(self.pos_embed, (8, 8), grid, 1)
+        bias = resize_attention_bias(self.bias, (8, 8), (2, 2), grid, keys)
+        image = x.flatten(1).mean(-1, keepdim=True)
+        return pos[:, 1:].sum(-1) + bias.sum((1, 3)) + image
+
+
+def op_types(onnx_file):
+    import onnx
+    model = onnx.load(onnx_file)
+    nodes = list(model.graph.node)
+    for function in model.functions:
+        nodes += list(function.node)
+    return {node.op_type for node in nodes}
+
+
+def test_exported_grids_follow_the_input_without_resize(tmp_path):
+    torch.manual_seed(0)
+    module = LearnedGrids().eval()
+    onnx_file = str(tmp_path / 'grids.onnx')
+    export_onnx(module, onnx_file, (8, 12), dynamic=True, channels=1)
+    assert F.interpolate is PLAIN_INTERPOLATE
+    assert 'Resize' not in op_types(onnx_file)
+    session = cpu_session(onnx_file, num_threads=1)
+    for shape in [(2, 1, 8, 12), (1, 1, 16, 8), (1, 1, 32, 28)]:
+        images = torch.randn(shape)
+        output, = session.run(None, {'input': images.numpy()})
+        with torch.no_grad():
+            expected = module(images).numpy()
+        np.testing.assert_allclose(output, expected, atol=1e-4, rtol=0)
+
+
+def test_interpolate_is_swapped_for_the_block_only():
+    with graph_interpolation():
+        assert F.interpolate is separable_interpolate
+    assert F.interpolate is PLAIN_INTERPOLATE
