@@ -22,7 +22,8 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
     The bias (PyramidTNT's ``relative_pos``) holds one value per head, query
     position and key position, so it is tied to the grids it was learned
     for. It is resized as a function of four coordinates: first over the
-    key grid, then over the query grid (separable interpolation).
+    query grid, then over the key grid (separable interpolation: either
+    order gives the same up to rounding).
 
     Args:
         bias (Tensor): Bias of shape (1, heads, Hq*Wq, Hk*Wk).
@@ -64,8 +65,11 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
     x = bias.reshape(heads, num_queries, num_keys)
     if x.dtype in (torch.float16, torch.bfloat16):
         x = x.float()
-    x = _resize_grid_dim(x, src_key_shape, dst_key_shape, mode)
+    # The query grid first, on the source keys: the transposes then move
+    # source-sized tensors, and the last resize writes the (many)
+    # destination queries by keys in their final layout.
     x = _resize_grid_dim(
         x.transpose(1, 2), src_query_shape, dst_query_shape, mode)
-    x = x.transpose(1, 2)  # (heads, queries, keys)
+    x = _resize_grid_dim(x.transpose(1, 2), src_key_shape, dst_key_shape,
+                         mode)  # (heads, queries, keys)
     return x.reshape(1, *x.shape).to(bias.dtype).contiguous()
