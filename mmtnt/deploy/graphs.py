@@ -21,7 +21,12 @@ The input is the image as the model receives it (N, C, H, W) in float32:
 already normalised by the config's data preprocessor (``(img - mean) /
 std``, channels in its order, :func:`describe_preprocessing`). The plain
 model is wrapped: mmtnt's CPU accelerator (``mmtnt.accelerate_for_cpu``)
-is not applied.
+is not applied. During the export (:func:`export_friendly`), a few of the
+model's computations take forms that ONNX Runtime runs better, with the
+same result: adaptive pooling and bicubic resizing as matrix products
+(:class:`AdaptiveAvgPool2dGraph`, :func:`graph_interpolation`), attention
+as explicit products, in parts over large token maps
+(:func:`graph_attention`).
 """
 import contextlib
 from unittest import mock
