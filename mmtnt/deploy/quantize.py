@@ -19,7 +19,9 @@ integers:
 Both keep in fp32 what :data:`QUANTIZED_OP_TYPES` leaves out (the
 LayerNorms, softmaxes, GELUs, additions, reshapes and transposes) and the
 products of two activations in attention (``q @ k^T``, ``attn @ v``, see
-:func:`activation_products`); the static mode also keeps the patch
+:func:`activation_products`) and products that do not depend on the
+image (position terms resized to its grids, see
+:func:`image_independent_nodes`); the static mode also keeps the patch
 embedding (the first weighted node after the image) and the last weighted
 nodes before the outputs (the classifier's linear head, a segmentor's
 ``conv_seg``, see :func:`boundary_nodes`). Each of these, quantized, lowered
@@ -184,6 +186,43 @@ def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
     last = walk([out.name for out in model.graph.output], previous_nodes,
                 ())
     return first, last
+
+
+def image_independent_nodes(model, op_types):
+    """The nodes of ``op_types`` whose outputs do not depend on the values
+    of the graph's image: no walk from the input along the data (not
+    through ``Shape``) reaches them.
+
+    In a dynamic graph these compute from weights and sizes only: the
+    bicubic resizing of learned position terms to the input's token grids,
+    exported as products of interpolation matrices and the weights
+    (:func:`mmtnt.deploy.graphs.separable_interpolate`). Quantized, they
+    would only round the position terms, and ONNX Runtime's
+    ``DynamicQuantizeMatMul`` refuses those whose weight has more than two
+    axes.
+
+    Args:
+        model (onnx.ModelProto): The graph.
+        op_types (Sequence[str]): The op types asked about.
+
+    Returns:
+        list[str]: Their names.
+    """
+    consumers = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    reached, tensors = set(), [graph_input_name(model)]
+    while tensors:
+        for node in consumers.get(tensors.pop(), []):
+            if node.name in reached or node.op_type in SHAPE_OPS:
+                continue
+            reached.add(node.name)
+            tensors.extend(node.output)
+    return [
+        node.name for node in model.graph.node
+        if node.op_type in op_types and node.name not in reached
+    ]
 
 
 def activation_products(model):
@@ -367,6 +406,8 @@ def quantize_graph(onnx_file, output_file, mode, calibration,
                                           QuantType, quantize_dynamic,
                                           quantize_static)
     op_types = list(QUANTIZED_OP_TYPES[mode])
+    model = onnx.load(onnx_file, load_external_data=False)
+    exclude = image_independent_nodes(model, op_types)
     if mode == 'dynamic':
         quantize_dynamic(
             onnx_file,
@@ -374,11 +415,11 @@ def quantize_graph(onnx_file, output_file, mode, calibration,
             op_types_to_quantize=op_types,
             per_channel=True,
             reduce_range=reduce_range,
-            weight_type=QuantType.QInt8)
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=exclude)
         return
-    model = onnx.load(onnx_file, load_external_data=False)
     check_histogram_calibration(model, calibration, calibrate_method)
-    exclude = activation_products(model)
+    exclude += activation_products(model)
     if keep_boundaries:
         first, last = boundary_nodes(model)
         exclude += first + last

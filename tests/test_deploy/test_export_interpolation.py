@@ -105,3 +105,49 @@ def test_interpolate_is_swapped_for_the_block_only():
     with graph_interpolation():
         assert F.interpolate is separable_interpolate
     assert F.interpolate is PLAIN_INTERPOLATE
+
+
+class PositionedTokens(nn.Module):
+    """Pixels as tokens, projected, plus a position embedding learned on
+    an 8x8 grid and resized to the input's."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.pos_embed = nn.Parameter(torch.randn(1, 64, 4))
+
+    def forward(self, x):
+        grid = tuple(x.shape[-2:])
+        tokens = self.proj(x.flatten(2).transpose(1, 2))
+        return tokens + resize_pos_embed(self.pos_embed, (8, 8), grid)
+
+
+@pytest.mark.parametrize('mode', ['dynamic', 'static'])
+def test_quantized_graphs_keep_the_resized_positions_fp32(mode, tmp_path):
+    import onnx
+
+    from mmtnt.deploy.quantize import image_independent_nodes, quantize_onnx
+    torch.manual_seed(0)
+    module = PositionedTokens().eval()
+    fp32, int8 = str(tmp_path / 'fp32.onnx'), str(tmp_path / 'int8.onnx')
+    export_onnx(module, fp32, (8, 12), dynamic=True, channels=4)
+    resizes = image_independent_nodes(onnx.load(fp32), ('MatMul', 'Gemm'))
+    assert len(resizes) == 2  # rows @ grid, then @ cols^T
+    rng = np.random.default_rng(0)
+    images = [
+        rng.standard_normal(shape, np.float32)
+        for shape in [(1, 4, 8, 12), (2, 4, 16, 8)]
+    ]
+    # keep_boundaries=False: the projection is the static mode's first and
+    # last weighted node at once
+    quantize_onnx(fp32, int8, mode, calibration=images,
+                  keep_boundaries=False)
+    nodes = {node.name: node.op_type for node in onnx.load(int8).graph.node}
+    assert all(nodes.get(name) == 'MatMul' for name in resizes)
+    assert set(nodes.values()) & {'DynamicQuantizeMatMul', 'MatMulInteger',
+                                  'QuantizeLinear'}
+    sessions = [cpu_session(f, num_threads=1) for f in (fp32, int8)]
+    for image in images:
+        expected, output = (s.run(None, {'input': image})[0]
+                            for s in sessions)
+        np.testing.assert_allclose(output, expected, atol=0.1, rtol=0)
