@@ -132,6 +132,15 @@ def graph_input_name(model):
     return names[0]
 
 
+def tensor_consumers(model):
+    """Tensor name -> the nodes of an ONNX graph that read it."""
+    consumers = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    return consumers
+
+
 def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
     """The weighted nodes next to the graph's input and outputs.
 
@@ -150,12 +159,9 @@ def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
         nodes.
     """
     weights = {tensor.name for tensor in model.graph.initializer}
-    consumers, producer = {}, {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-        for name in node.output:
-            producer[name] = node
+    consumers = tensor_consumers(model)
+    producer = {name: node for node in model.graph.node
+                for name in node.output}
 
     def weighted(node):
         return node.op_type in op_types and any(name in weights
@@ -208,10 +214,7 @@ def image_independent_nodes(model, op_types):
     Returns:
         list[str]: Their names.
     """
-    consumers = {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    consumers = tensor_consumers(model)
     reached, tensors = set(), [graph_input_name(model)]
     while tensors:
         for node in consumers.get(tensors.pop(), []):

@@ -129,14 +129,19 @@ class Attentions(nn.Module):
         return tokens + self.global_(tokens, hw_shape, bias)
 
 
-def softmax_count(onnx_file):
-    """The Softmax nodes of an ONNX file (in functions too)."""
+def graph_nodes(onnx_file):
+    """The nodes of an ONNX file, in its functions too."""
     import onnx
     model = onnx.load(onnx_file)
     nodes = list(model.graph.node)
     for function in model.functions:
         nodes += list(function.node)
-    return sum(node.op_type == 'Softmax' for node in nodes)
+    return nodes
+
+
+def softmax_count(onnx_file):
+    """The Softmax nodes of an ONNX file (in functions too)."""
+    return sum(node.op_type == 'Softmax' for node in graph_nodes(onnx_file))
 
 
 def test_chunked_export_matches_the_unchunked_one(tmp_path):
@@ -173,14 +178,10 @@ def test_chunked_export_matches_the_unchunked_one(tmp_path):
 def transpose_perms(onnx_file):
     """The ``perm`` of every Transpose node of an ONNX file (in functions
     too)."""
-    import onnx
-    model = onnx.load(onnx_file)
-    nodes = list(model.graph.node)
-    for function in model.functions:
-        nodes += list(function.node)
     return [
-        list(attribute.ints) for node in nodes if node.op_type == 'Transpose'
-        for attribute in node.attribute if attribute.name == 'perm'
+        list(attribute.ints) for node in graph_nodes(onnx_file)
+        if node.op_type == 'Transpose' for attribute in node.attribute
+        if attribute.name == 'perm'
     ]
 
 
