@@ -25,7 +25,9 @@ Runtime runs faster than the exporter's decomposition of PyTorch's fused
 attention, and in segmentor and detector graphs attention over a whole
 token map computes its queries in parts, so that ONNX Runtime never holds
 all of its (queries x keys) weights at once (both the same result,
-:func:`~mmtnt.deploy.graphs.graph_attention`).
+:func:`~mmtnt.deploy.graphs.graph_attention`); the parts are traced as one
+operator, which ``torch.onnx.export`` writes out as ONNX nodes through
+:data:`~mmtnt.deploy.chunked_attention.ONNX_TRANSLATIONS`.
 
 For detectors the graph holds the box decoding, NMS (ONNX
 ``NonMaxSuppression``) and, for Mask R-CNN, ``RoiAlign`` (each RoI on its
@@ -50,6 +52,7 @@ from mmengine.logging import print_log
 from mmengine.model import BaseModel, revert_sync_batchnorm
 
 from ..apis.model import init_model, model_config
+from .chunked_attention import ONNX_TRANSLATIONS
 from .detection import UNPADDED, DetectorGraph, check_detector
 from .graphs import (export_friendly, export_graph, input_channels,
                      is_detector, output_names)
@@ -288,6 +291,7 @@ def export_onnx(model,
         example,
         dynamo=True,
         input_names=[INPUT_NAME, IMG_SHAPE_NAME][:len(example)],
+        custom_translation_table=ONNX_TRANSLATIONS,
         output_names=output_names(graph),
         opset_version=opset_version,
         verbose=False)

@@ -34,25 +34,10 @@ from unittest import mock
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..models.layers import attention as attention_layers
+from .chunked_attention import EXPLICIT_ATTENTION, query_chunked_attention
 from .detection import DetectorGraph
-
-#: The parts that the queries of an attention over a whole token map are
-#: cut into in an exported graph (:func:`query_chunked_attention`). A part
-#: holds 1/n of each head's (Nq x Nk) weights at a time, twice (before and
-#: after the softmax): 2 x Nq x Nk / n floats per head, against the
-#: 4 x head dim x Nq per head of the hidden activations of the MLP beside
-#: it (MLP ratio 4); they are equal at n = Nk / (2 x head dim). Twins'
-#: global attention has about 1050 keys at 800x1333 in every stage, and
-#: head dims of 32 (SVT) or 64 (PCPVT): with 16 parts it needs no more
-#: than the MLP.
-ATTENTION_QUERY_CHUNKS = 16
-#: Attention whose weights per batch entry and head (queries x keys) are
-#: known during the export to be fewer than this (4 MiB in float32) is not
-#: cut: the whole matrix is no burden, and parts would only add nodes.
-MIN_CHUNKED_WEIGHTS = 2**20
 
 
 class ClassifierGraph(nn.Module):
@@ -401,92 +386,16 @@ def graph_interpolation():
 #: mmtnt's attention function, which :func:`graph_attention` replaces for
 #: a while.
 PLAIN_ATTENTION = attention_layers.scaled_dot_product_attention
-#: The attention of exported graphs: two matrix products and a softmax
-#: (:func:`mmtnt.models.layers.attention.explicit_attention`), see
-#: :func:`graph_attention`.
-EXPLICIT_ATTENTION = attention_layers.explicit_attention
-
-
-def cuts_queries(query, key):
-    """Whether :func:`query_chunked_attention` cuts the queries: unless the
-    weights per batch entry and head (queries x keys) are known, while the
-    graph is traced, to be fewer than :data:`MIN_CHUNKED_WEIGHTS`.
-
-    In a dynamic export the attention within windows (Twins' LSA) and
-    sentences (TNT's and PyramidTNT's words), whose sizes the model fixes,
-    stays whole, and attention over the whole token map, whose queries
-    follow the input's size (a symbol), is cut. In a static export the
-    sizes decide.
-
-    Examples:
-        >>> q, k = torch.rand(8, 4, 49, 32), torch.rand(8, 4, 49, 32)
-        >>> cuts_queries(q, k), cuts_queries(torch.rand(1, 4, 4200, 32),
-        ...                                  torch.rand(1, 4, 1050, 32))
-        (False, True)
-    """
-    return not statically_known_true(
-        query.shape[-2] * key.shape[-2] < MIN_CHUNKED_WEIGHTS)
-
-
-def query_chunked_attention(query,
-                            key,
-                            value,
-                            attn_mask=None,
-                            dropout_p=0.,
-                            chunks=ATTENTION_QUERY_CHUNKS):
-    """The explicit attention (:data:`EXPLICIT_ATTENTION`) over ``chunks``
-    parts of the queries in turn, the outputs joined, where
-    :func:`cuts_queries` says so; else in one piece.
-
-    The result is the same, since the softmax normalises each query's
-    weights on their own; but a graph exported from it forms the weights of
-    one part at a time, 1/``chunks`` of the (queries x keys) matrix, where
-    PyTorch's fused attention never forms them all and a graph's
-    ``MatMul``, ``Softmax``, ``MatMul`` would. The parts' bounds are
-    computed from the number of queries, so that they follow the input in a
-    dynamic export.
-
-    Args:
-        query (Tensor): Shape (..., Nq, d).
-        key (Tensor): Shape (..., Nk, d).
-        value (Tensor): Shape (..., Nk, d_v).
-        attn_mask (Tensor, optional): A float bias added to the logits, or
-            a boolean mask, True where a query may attend a key; broadcast
-            to (..., Nq, Nk), its queries' axis 1 or Nq.
-        dropout_p (float): Dropout rate on the attention weights.
-        chunks (int): The parts. Defaults to
-            :data:`ATTENTION_QUERY_CHUNKS`.
-
-    Returns:
-        Tensor: Shape (..., Nq, d_v).
-
-    Examples:
-        >>> q, k = torch.rand(1, 4, 4200, 8), torch.rand(1, 4, 1050, 8)
-        >>> torch.allclose(query_chunked_attention(q, k, k),
-        ...                PLAIN_ATTENTION(q, k, k), atol=1e-6)
-        True
-    """
-    if not cuts_queries(query, key):
-        return EXPLICIT_ATTENTION(query, key, value, attn_mask, dropout_p)
-    num_queries = query.shape[-2]
-    bounds = [part * num_queries // chunks for part in range(chunks + 1)]
-    split_mask = attn_mask is not None and not statically_known_true(
-        attn_mask.shape[-2] == 1)
-    outputs = []
-    for start, end in zip(bounds[:-1], bounds[1:]):
-        mask = attn_mask[..., start:end, :] if split_mask else attn_mask
-        outputs.append(
-            EXPLICIT_ATTENTION(query[..., start:end, :], key, value, mask,
-                               dropout_p))
-    return torch.cat(outputs, dim=-2)
 
 
 def graph_attention(cut_queries=True):
     """A context in which the attention layers of mmtnt
     (:mod:`mmtnt.models.layers.attention`) compute their attention as
     exported graphs do, afterwards as before: the explicit products
-    (:data:`EXPLICIT_ATTENTION`), with the queries in parts
-    (:func:`query_chunked_attention`) if ``cut_queries``.
+    (:data:`~mmtnt.deploy.chunked_attention.EXPLICIT_ATTENTION`), with the
+    queries in parts
+    (:func:`~mmtnt.deploy.chunked_attention.query_chunked_attention`) if
+    ``cut_queries``.
 
     The explicit products, not PyTorch's fused attention, because of what
     the ONNX exporter makes of the latter: it decomposes it into the same
@@ -528,9 +437,10 @@ def export_friendly(module):
     attention over a whole token map has millions of weights per head, and
     the parts keep the graph's memory near the eager model's. Classifiers
     run at 224 or 256 (their configs), where it has fewer than
-    :data:`MIN_CHUNKED_WEIGHTS` (Twins' first stage at 224: 3136 x 49),
-    and the parts would only add copies of the queries and outputs (see
-    docs/inference.md, "Mask R-CNN at 800x1333").
+    :data:`~mmtnt.deploy.chunked_attention.MIN_CHUNKED_WEIGHTS` (Twins'
+    first stage at 224: 3136 x 49), and the parts would only add copies of
+    the queries and outputs (see docs/inference.md, "Mask R-CNN at
+    800x1333").
 
     Args:
         module (nn.Module): Changed in place for the block.

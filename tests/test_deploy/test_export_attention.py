@@ -1,21 +1,24 @@
 """Attention in exported graphs: explicit products, whose keys are
 transposed on their last two axes only, and the queries cut into parts
-(:func:`mmtnt.deploy.graphs.query_chunked_attention`) where the weights
-are many give the plain attention's result, in PyTorch and in ONNX Runtime
-against an export without the parts; the plain model is itself again
-afterwards, and classifiers are exported without parts."""
+(:func:`mmtnt.deploy.chunked_attention.query_chunked_attention`, one traced
+operator written out as ONNX nodes) where the weights are many give the
+plain attention's result, in PyTorch and in ONNX Runtime against an export
+without the parts and against eager PyTorch; the plain model is itself
+again afterwards, and classifiers are exported without parts."""
 from unittest import mock
 
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from onnx_graphs import graph_nodes, op_types
 
-from mmtnt.deploy import cpu_session, export_onnx, graphs
-from mmtnt.deploy.graphs import (ATTENTION_QUERY_CHUNKS, EXPLICIT_ATTENTION,
-                                 PLAIN_ATTENTION, ClassifierGraph,
-                                 cuts_queries, export_friendly,
-                                 graph_attention, query_chunked_attention)
+from mmtnt.deploy import chunked_attention, cpu_session, export_onnx, graphs
+from mmtnt.deploy.chunked_attention import (ATTENTION_QUERY_CHUNKS,
+                                            EXPLICIT_ATTENTION, cuts_queries,
+                                            query_chunked_attention)
+from mmtnt.deploy.graphs import (PLAIN_ATTENTION, ClassifierGraph,
+                                 export_friendly, graph_attention)
 from mmtnt.models.layers import attention as attention_layers
 from mmtnt.models.layers.layout import map_to_tokens
 
@@ -49,14 +52,15 @@ def test_parts_give_the_plain_attention(mask, num_queries, num_keys,
     expected = PLAIN_ATTENTION(*inputs)
     parts = []
 
-    def plain_attention(query, key, value, attn_mask, dropout_p):
+    def plain_attention(query, key, value, attn_mask, dropout_p=0.):
         parts.append(query.shape[-2])
         if attn_mask is not None:
             assert attn_mask.shape[-2] in (1, query.shape[-2])
         return PLAIN_ATTENTION(query, key, value, attn_mask, dropout_p)
 
-    monkeypatch.setattr(graphs, 'MIN_CHUNKED_WEIGHTS', 0)
-    monkeypatch.setattr(graphs, 'EXPLICIT_ATTENTION', plain_attention)
+    monkeypatch.setattr(chunked_attention, 'MIN_CHUNKED_WEIGHTS', 0)
+    monkeypatch.setattr(chunked_attention, 'EXPLICIT_ATTENTION',
+                        plain_attention)
     chunked = query_chunked_attention(*inputs)
     assert len(parts) == ATTENTION_QUERY_CHUNKS
     assert sum(parts) == num_queries
@@ -88,7 +92,10 @@ def test_the_layers_attention_is_swapped_for_the_block_only():
         return EXPLICIT_ATTENTION(*args, **kwargs)
 
     with mock.patch.object(graphs, 'query_chunked_attention', record), \
-            mock.patch.object(graphs, 'EXPLICIT_ATTENTION', record_explicit):
+            mock.patch.object(graphs, 'EXPLICIT_ATTENTION',
+                              record_explicit), \
+            mock.patch.object(chunked_attention, 'EXPLICIT_ATTENTION',
+                              record_explicit):
         with graph_attention():
             chunked = layer(tokens, (12, 10))
         plain = layer(tokens, (12, 10))
@@ -129,21 +136,6 @@ class Attentions(nn.Module):
         return tokens + self.global_(tokens, hw_shape, bias)
 
 
-def graph_nodes(onnx_file):
-    """The nodes of an ONNX file, in its functions too."""
-    import onnx
-    model = onnx.load(onnx_file)
-    nodes = list(model.graph.node)
-    for function in model.functions:
-        nodes += list(function.node)
-    return nodes
-
-
-def softmax_count(onnx_file):
-    """The Softmax nodes of an ONNX file (in functions too)."""
-    return sum(node.op_type == 'Softmax' for node in graph_nodes(onnx_file))
-
-
 def test_chunked_export_matches_the_unchunked_one(tmp_path):
     torch.manual_seed(0)
     module = Attentions().eval()
@@ -155,7 +147,7 @@ def test_chunked_export_matches_the_unchunked_one(tmp_path):
                            lambda cut_queries: whole(cut_queries=False)):
         export_onnx(module, files['plain'], (64, 64), dynamic=True)
     assert attention_layers.scaled_dot_product_attention is PLAIN_ATTENTION
-    softmaxes = {kind: softmax_count(f) for kind, f in files.items()}
+    softmaxes = {kind: op_types(f)['Softmax'] for kind, f in files.items()}
     # the windows whole, the global attention in parts
     assert softmaxes == dict(plain=2, chunked=1 + ATTENTION_QUERY_CHUNKS)
     sessions = {kind: cpu_session(f, num_threads=1)
@@ -173,6 +165,63 @@ def test_chunked_export_matches_the_unchunked_one(tmp_path):
                                    atol=ATOL, rtol=0)
         np.testing.assert_allclose(outputs['chunked'], eager, atol=ATOL,
                                    rtol=0)
+
+
+class AttentionInParts(nn.Module):
+    """Attention in parts over the 4x4-pooled tokens of an input
+    (B, 16, H, W) to its 8x8-pooled ones, 2 heads of 8 channels, with each
+    kind of mask: none, a float bias per query, a boolean mask per key
+    (broadcast over the queries) and one per query (each with its first
+    key allowed); the four results stacked."""
+
+    MASKS = (None, 'bias', 'keys', 'queries')
+
+    @staticmethod
+    def heads(x, pool):
+        tokens = map_to_tokens(nn.functional.avg_pool2d(x, pool))
+        return tokens.unflatten(-1, (2, 8)).transpose(1, 2)
+
+    def inputs(self, x, mask):
+        """query (B, 2, Nq, 8), key = value (B, 2, Nk, 8) and the mask."""
+        query, key = self.heads(x, 4), self.heads(x, 8)
+        first_key = torch.arange(key.shape[-2]) == 0  # allowed to all
+        attn_mask = None
+        if mask == 'bias':
+            attn_mask = query.mean(-1, keepdim=True) * key.mean(-1)[:, :,
+                                                                    None]
+        elif mask == 'keys':
+            attn_mask = (key[:, :1, None, :, 0] > 0) | first_key
+        elif mask == 'queries':
+            attn_mask = (query[:, :1, :, :1] * key[:, :1, None, :, 0] >
+                         0) | first_key
+        return query, key, key, attn_mask
+
+    def forward(self, x):
+        return torch.stack([
+            query_chunked_attention(*self.inputs(x, mask))
+            for mask in self.MASKS
+        ])
+
+
+def test_parts_export_to_onnx_for_every_mask(tmp_path):
+    """``mmtnt::attention_in_parts``'s ONNX nodes, in a dynamic export,
+    give PyTorch's attention at other sizes and batches."""
+    torch.manual_seed(0)
+    module = AttentionInParts().eval()
+    onnx_file = str(tmp_path / 'parts.onnx')
+    export_onnx(module, onnx_file, (64, 64), dynamic=True, channels=16)
+    assert op_types(onnx_file)['Softmax'] == 4 * ATTENTION_QUERY_CHUNKS
+    session = cpu_session(onnx_file, num_threads=1)
+    generator = np.random.default_rng(0)
+    # 180 queries (parts of 11 and 12) and 45 keys; 35 and 6
+    for shape in [(2, 16, 40, 72), (1, 16, 28, 20)]:
+        images = torch.from_numpy(generator.standard_normal(
+            shape, np.float32))
+        output, = session.run(None, {'input': images.numpy()})
+        for kind, result in zip(module.MASKS, output):
+            expected = PLAIN_ATTENTION(*module.inputs(images, kind))
+            np.testing.assert_allclose(
+                result, expected.numpy(), atol=ATOL, rtol=0, err_msg=kind)
 
 
 def transpose_perms(onnx_file):

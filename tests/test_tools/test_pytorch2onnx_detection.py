@@ -48,11 +48,12 @@ DEMO_EPOCHS = {RETINANET: SHORT_EPOCHS_RETINANET,
 # whose export costs less than a Mask R-CNN's (the demo Mask R-CNN checks
 # that graph), with fewer of the same blocks: every kind of block, width,
 # head count and window of the arch is there. The export's time goes into
-# torch.export's symbolic sizes (sympy), op by op: PyramidTNT-Ti's 13
-# blocks took 99 s of the suite, TNT-S's 12 layers 44 s, SVT-S's 18 blocks
-# 74 s. Twins-SVT-S at 160x160 has one LSA window in its last stage and
-# several at the second size checked, which a graph fixed at its example
-# would fail; a stage of two blocks has both an LSA and a GSA block.
+# torch.export's symbolic sizes (sympy), op by op (the attention in parts
+# is one traced operator, mmtnt::attention_in_parts, or it would dominate):
+# each test took 24-75 s alone on 2 cores (PyramidTNT the most).
+# Twins-SVT-S at 160x160 has one LSA window in its last stage and several
+# at the second size checked, which a graph fixed at its example would
+# fail; a stage of two blocks has both an LSA and a GSA block.
 FULL_SIZE = {
     'TNT': ('configs/tnt/retinanet_tnt-s-p16_fpn_1x_coco.py', {
         'model.backbone.arch':
