@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from onnx_graphs import op_types
 
 from mmtnt.deploy import cpu_session, export_onnx
 from mmtnt.deploy.graphs import (PLAIN_INTERPOLATE, bicubic_matrix,
@@ -74,15 +75,6 @@ class LearnedGrids(nn.Module):
         bias = resize_attention_bias(self.bias, (8, 8), (2, 2), grid, keys)
         image = x.flatten(1).mean(-1, keepdim=True)
         return pos[:, 1:].sum(-1) + bias.sum((1, 3)) + image
-
-
-def op_types(onnx_file):
-    import onnx
-    model = onnx.load(onnx_file)
-    nodes = list(model.graph.node)
-    for function in model.functions:
-        nodes += list(function.node)
-    return {node.op_type for node in nodes}
 
 
 def test_exported_grids_follow_the_input_without_resize(tmp_path):

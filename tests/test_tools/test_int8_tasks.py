@@ -20,7 +20,6 @@ transformer fusions before quantizing (``mmtnt.deploy.optimize``).
   original's within float rounding, and ``quantize_onnx(...,
   optimize=True)`` quantizes the fused graph.
 """
-import collections
 
 import numpy as np
 import pytest
@@ -28,6 +27,7 @@ import torch
 from demo_runs import (DEMO_GRAPH_SIZE, data_options, short_run_graph,
                        short_run_group)
 from mmengine.config import Config
+from onnx_graphs import op_types
 
 from mmtnt.deploy import build_model, export_onnx
 from mmtnt.deploy.evaluate import evaluate_graphs
@@ -67,12 +67,6 @@ DETECTION_OPS = {
     RETINANET: ('TopK', 'NonMaxSuppression', 'Gather'),
     MASK_RCNN: ('TopK', 'NonMaxSuppression', 'Gather', 'RoiAlign')
 }
-
-
-def op_types(onnx_file):
-    import onnx
-    return collections.Counter(
-        node.op_type for node in onnx.load(onnx_file).graph.node)
 
 
 @pytest.mark.slow

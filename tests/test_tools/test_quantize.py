@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 from demo_runs import (ROOT, setup_missing, short_fashion_mnist_run,
                        short_run_group)
+from onnx_graphs import op_types
 
 from mmtnt.deploy import export_onnx
 from mmtnt.deploy.cli import main as export_main
@@ -113,11 +114,6 @@ def test_export_tool_writes_the_int8_graph(fashion_mnist, short_runs,
     scores = session.run(None, {'input': np.zeros((1, 1, 32, 32),
                                                   np.float32)})[0]
     assert scores.shape == (1, 10)
-
-
-def op_types(onnx_file):
-    import onnx
-    return {node.op_type for node in onnx.load(onnx_file).graph.node}
 
 
 def assert_no_saturation(onnx_file):
