@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..models.layers import attention as attention_layers
-from .chunked_attention import EXPLICIT_ATTENTION, query_chunked_attention
+from . import chunked_attention
 from .detection import DetectorGraph
 
 
@@ -421,7 +421,8 @@ def graph_attention(cut_queries=True):
     """
     return mock.patch.object(
         attention_layers, 'scaled_dot_product_attention',
-        query_chunked_attention if cut_queries else EXPLICIT_ATTENTION)
+        chunked_attention.query_chunked_attention
+        if cut_queries else chunked_attention.EXPLICIT_ATTENTION)
 
 
 @contextlib.contextmanager

@@ -91,9 +91,8 @@ def test_the_layers_attention_is_swapped_for_the_block_only():
         explicit.append(args[0].shape[-2])
         return EXPLICIT_ATTENTION(*args, **kwargs)
 
-    with mock.patch.object(graphs, 'query_chunked_attention', record), \
-            mock.patch.object(graphs, 'EXPLICIT_ATTENTION',
-                              record_explicit), \
+    with mock.patch.object(chunked_attention, 'query_chunked_attention',
+                           record), \
             mock.patch.object(chunked_attention, 'EXPLICIT_ATTENTION',
                               record_explicit):
         with graph_attention():
