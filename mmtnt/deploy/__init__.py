@@ -27,7 +27,6 @@ from .graphs import (AdaptiveAvgPool2dGraph, ClassifierGraph, SegmentorGraph,
                      describe_preprocessing, export_graph, input_channels,
                      is_detector, output_names)
 from .masks import paste_masks
-from .optimize import optimize_onnx
 from .quantize import calibration_inputs, cpu_int8_features, quantize_onnx
 from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
 from .verify import (CLS_TOLERANCES, DEFAULT_TOLERANCE, VerifyReport,
@@ -46,7 +45,7 @@ __all__ = [
     'dense_head_detections', 'describe_preprocessing',
     'dynamic_trace_shape', 'evaluate_graphs', 'evaluate_onnx',
     'export_graph', 'export_onnx', 'graph_detections', 'input_channels',
-    'is_detector', 'match_detections', 'nms_by_group', 'optimize_onnx',
+    'is_detector', 'match_detections', 'nms_by_group',
     'output_names', 'padded_check', 'paste_masks', 'quantize_onnx',
     'rpn_proposals', 'second_shape', 'verify_detector_onnx', 'verify_onnx',
     'verify_sizes'
