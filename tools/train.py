@@ -12,33 +12,19 @@ Examples::
     python tools/train.py CONFIG --compile --amp     # torch.compile + AMP
     bash tools/dist_train.sh CONFIG 2                # 2 processes
 
-The options and how they change the config are in
-:mod:`mmtnt.engine.train_cli`.
+The options are in :mod:`mmtnt.engine.cli`, how they change the config in
+:mod:`mmtnt.engine.runner_config`.
 """
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
-
-from mmtnt.accel import accelerate_runner
-from mmtnt.engine.train_cli import load_config, parse_args
-from mmtnt.utils import (register_checkpoint_safe_globals,
-                         setup_cpu_distributed, shutdown_cpu_distributed)
+from mmtnt.engine.cli import parse_train_args
+from mmtnt.engine.runner_config import build_runner, load_config
+from mmtnt.utils import shutdown_cpu_distributed
 
 
 def main():
-    args = parse_args()
-    # The config with the command line merged in; stops here, with one
-    # line, on missing data or an unreadable checkpoint.
-    cfg = load_config(args)
-
-    setup_cpu_distributed(cfg)
-    register_checkpoint_safe_globals()
-    if 'runner_type' in cfg:
-        runner = RUNNERS.build(cfg)
-    else:
-        runner = Runner.from_cfg(cfg)
-    # On the CPU: mmtnt.accelerate_for_cpu, unless switched off.
-    accelerate_runner(runner)
-    runner.train()
+    # Stops here, with one line, on missing data or an unreadable
+    # checkpoint.
+    cfg = load_config(parse_train_args())
+    build_runner(cfg).train()
     shutdown_cpu_distributed()
 
 

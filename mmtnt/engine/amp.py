@@ -4,6 +4,9 @@ import torch
 
 from .optim_wrapper import CPUAmpOptimWrapper
 
+#: The autocast dtypes that ``--amp-dtype`` takes.
+AMP_DTYPES = ('bfloat16', 'float16')
+
 
 def default_amp_dtype(device_type):
     """The autocast dtype of mixed precision where neither the user nor the
@@ -34,14 +37,11 @@ def set_cuda_loss_scale(wrapper):
     """Set the loss scaling of an ``AmpOptimWrapper`` config for its dtype.
 
     float16 keeps the ``loss_scale`` of the config, else takes dynamic loss
-    scaling. Other dtypes need none, but mmengine's (0.10.7)
-    ``AmpOptimWrapper`` always builds a ``GradScaler``: with ``'dynamic'``
-    (its default, where ``loss_scale`` is left out) or a float it scales
-    every loss and checks the gradients for inf and NaN at each step (a
-    wait for the GPU) to no purpose. Only a dict, passed on to
-    ``GradScaler`` as its arguments, can turn it off: ``enabled=False``
-    makes the scaler a pass-through (``backward``, ``step``, state dict),
-    as in :class:`CPUAmpOptimWrapper`.
+    scaling. Other dtypes need none, but mmengine's ``AmpOptimWrapper``
+    always builds a ``GradScaler``, which would check the gradients for inf
+    and NaN at each step to no purpose; a dict ``loss_scale`` is passed to
+    ``GradScaler``, and ``enabled=False`` makes it a pass-through, as in
+    :class:`CPUAmpOptimWrapper`.
 
     Args:
         wrapper (ConfigDict): ``cfg.optim_wrapper`` with its ``dtype`` set;

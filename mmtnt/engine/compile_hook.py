@@ -1,4 +1,5 @@
-"""Training with ``torch.compile``: what mmengine's runner needs for it."""
+"""Training with ``torch.compile``: the config keys and the hook that
+mmengine's runner needs for it (``tools/train.py --compile``)."""
 import torch
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -58,10 +59,8 @@ class CompileHook(Hook):
 
     - makes the optimizers' parameter groups plain dicts: with
       ``paramwise_cfg``, mmengine's ``DefaultOptimWrapperConstructor`` makes
-      them ``ConfigDict``, and TorchDynamo (torch 2.13) fails to trace the
-      optimizer's ``step`` on them (``InternalTorchDynamoError:
-      AttributeError: 'UserDefinedDictVariable' object has no attribute
-      'items'``);
+      them ``ConfigDict``, on which TorchDynamo fails to trace the
+      optimizer's ``step``;
     - runs the data preprocessor eagerly: it takes the list of the batch's
       images, and TorchDynamo guards on the strides of every one of them, so
       batches whose images differ in memory layout (e.g. grey images, some
@@ -76,3 +75,31 @@ class CompileHook(Hook):
         if is_model_wrapper(model):
             model = model.module
         run_eagerly(model.data_preprocessor)
+
+
+def enable_compile(cfg):
+    """Have the runner compile the model's ``train_step``.
+
+    mmengine's runner reads ``cfg.compile``: True for the default arguments
+    of ``torch.compile``, or a dict of them, which is kept as it is.
+
+    Args:
+        cfg (Config): The full config; changed in place.
+    """
+    if not isinstance(cfg.get('compile'), dict):
+        cfg.compile = True
+
+
+def add_compile_hook(cfg):
+    """Add :class:`CompileHook` to the custom hooks of a config that
+    compiles (``cfg.compile`` is True or a dict), once.
+
+    Args:
+        cfg (Config): The full config; changed in place.
+    """
+    if not cfg.get('compile'):
+        return
+    hook = dict(type=f'mmtnt.{CompileHook.__name__}')
+    hooks = list(cfg.get('custom_hooks', []))
+    if hook['type'] not in [h.get('type') for h in hooks]:
+        cfg.custom_hooks = hooks + [hook]

@@ -3,8 +3,8 @@ one line that names the file, before any training or testing: tools/test.py,
 tools/train.py (``--resume``, ``load_from``) and the model converters.
 
 The configs of tools/train.py and tools/test.py are checked in-process
-(``load_config`` of :mod:`mmtnt.engine.train_cli` and ``test_cli``, which
-the tools call before they build the runner); the command lines run as a
+(:func:`mmtnt.engine.runner_config.load_config`, which the tools call
+before they build the runner); the command lines run as a
 user runs them."""
 import numpy as np
 import pytest
@@ -13,7 +13,8 @@ from tool_utils import run_tool
 
 from mmtnt.converters import convert_tnt
 from mmtnt.converters.cli import run_converter
-from mmtnt.engine import test_cli, train_cli
+from mmtnt.engine.cli import parse_test_args, parse_train_args
+from mmtnt.engine.runner_config import load_config as load_tool_config
 from mmtnt.utils import CheckpointFileError, check_checkpoint_file
 
 BAD = ('truncated.pth', 'random.pth')
@@ -69,10 +70,10 @@ def stop_message(func, *args):
     return message
 
 
-def load_config(cli, *argv):
-    """``cli.load_config`` (``train_cli`` or ``test_cli``) of the command
-    line ``argv``."""
-    return cli.load_config(cli.parse_args([str(arg) for arg in argv]))
+def load_config(parse_args, *argv):
+    """``load_config`` of the command line ``argv``, parsed by
+    ``parse_args`` (``parse_train_args`` or ``parse_test_args``)."""
+    return load_tool_config(parse_args([str(arg) for arg in argv]))
 
 
 @pytest.mark.parametrize('name', BAD)
@@ -82,13 +83,13 @@ def test_tools_stop_before_the_runner(entry, name, checkpoints, make_config,
     bad = checkpoints / name
     work_dir = tmp_path / 'work'
     if entry == 'test':
-        tool, cli = 'test', test_cli
+        tool, cli = 'test', parse_test_args
         argv = [make_config('cfg.py'), bad]
     elif entry == 'resume':
-        tool, cli = 'train', train_cli
+        tool, cli = 'train', parse_train_args
         argv = [make_config('cfg.py'), '--resume', bad]
     else:
-        tool, cli = 'train', train_cli
+        tool, cli = 'train', parse_train_args
         argv = [make_config('cfg.py', f"load_from = '{bad}'")]
     monkeypatch.setenv('LOCAL_RANK', '0')
     message = stop_message(load_config, cli, *argv, '--work-dir', work_dir)
@@ -107,8 +108,9 @@ def test_auto_resume_checks_the_latest_checkpoint(checkpoints, make_config,
     bad = checkpoints / 'truncated.pth'
     (work_dir / 'last_checkpoint').write_text(str(bad))
     monkeypatch.setenv('LOCAL_RANK', '0')
-    message = stop_message(load_config, train_cli, make_config('cfg.py'),
-                           '--work-dir', work_dir, '--resume')
+    message = stop_message(load_config, parse_train_args,
+                           make_config('cfg.py'), '--work-dir', work_dir,
+                           '--resume')
     assert message.startswith(f'tools/train.py: cannot read checkpoint {bad}')
     assert sorted(p.name for p in work_dir.iterdir()) == ['last_checkpoint']
 

@@ -1,5 +1,5 @@
 """In-process tests of mmtnt.utils, mmtnt.engine and the command lines of
-tools/train.py and tools/test.py (mmtnt.engine.train_cli and test_cli)."""
+tools/train.py and tools/test.py (mmtnt.engine.cli and runner_config)."""
 import argparse
 import io
 import os
@@ -16,17 +16,20 @@ from mmengine.optim import AmpOptimWrapper, OptimWrapper
 from tool_utils import BASE_CONFIG, free_port
 from torch._dynamo.testing import CompileCounter
 
-from mmtnt.engine import CompileHook, CPUAmpOptimWrapper, test_cli, train_cli
+from mmtnt.engine import CompileHook, CPUAmpOptimWrapper
+from mmtnt.engine.cli import parse_test_args, parse_train_args
+from mmtnt.engine.runner_config import (load_config, merge_test_args,
+                                        merge_train_args)
 from mmtnt.utils import (check_data_paths, cpu_model_wrapper_cfg,
                          init_cpu_process_group,
                          register_checkpoint_safe_globals,
                          setup_cpu_distributed, shutdown_cpu_distributed)
 
 
-def parse(tool, *argv):
-    """Parse ``argv`` with ``tool.parse_args`` (``train_cli`` or
-    ``test_cli``)."""
-    return tool.parse_args([str(arg) for arg in argv])
+def parse(parse_args, *argv):
+    """Parse ``argv`` with ``parse_args`` (``parse_train_args`` or
+    ``parse_test_args``)."""
+    return parse_args([str(arg) for arg in argv])
 
 
 # ---------------------------------------------------------------- checkpoint
@@ -274,15 +277,15 @@ def test_compile_hook_runs_the_data_preprocessor_eagerly():
 
 # ---------------------------------------------------------------- train.py
 def train_cfg(*argv):
-    """merge_args of tools/train.py on the tiny config."""
-    args = parse(train_cli, BASE_CONFIG, *argv)
-    return train_cli.merge_args(Config.fromfile(BASE_CONFIG), args)
+    """merge_train_args of tools/train.py on the tiny config."""
+    args = parse(parse_train_args, BASE_CONFIG, *argv)
+    return merge_train_args(Config.fromfile(BASE_CONFIG), args)
 
 
 @pytest.mark.parametrize('flag', ['--local-rank', '--local_rank'])
 def test_train_accepts_both_local_rank_spellings(flag, monkeypatch):
     monkeypatch.delenv('LOCAL_RANK', raising=False)
-    args = parse(train_cli, BASE_CONFIG, flag, 1)
+    args = parse(parse_train_args, BASE_CONFIG, flag, 1)
     assert args.local_rank == 1
     assert os.environ['LOCAL_RANK'] == '1'
 
@@ -301,13 +304,13 @@ def fake_device(monkeypatch, device):
 
 
 def amp_cfg(monkeypatch, device, *argv, **optim_wrapper):
-    """merge_args of tools/train.py on the tiny config on ``device``, with
-    ``optim_wrapper`` merged into the config's."""
+    """merge_train_args of tools/train.py on the tiny config on
+    ``device``, with ``optim_wrapper`` merged into the config's."""
     fake_device(monkeypatch, device)
-    args = parse(train_cli, BASE_CONFIG, *argv)
+    args = parse(parse_train_args, BASE_CONFIG, *argv)
     cfg = Config.fromfile(BASE_CONFIG)
     cfg.optim_wrapper.update(optim_wrapper)
-    return train_cli.merge_args(cfg, args).optim_wrapper
+    return merge_train_args(cfg, args).optim_wrapper
 
 
 NO_LOSS_SCALING = dict(enabled=False)
@@ -363,10 +366,10 @@ def test_train_amp_float16_on_the_cpu_is_refused(monkeypatch, argv,
 
 def test_train_tool_exits_with_the_amp_error(monkeypatch):
     fake_device(monkeypatch, 'cpu')
-    args = parse(train_cli, BASE_CONFIG, '--amp-dtype', 'float16')
+    args = parse(parse_train_args, BASE_CONFIG, '--amp-dtype', 'float16')
     message = "^tools/train.py: .*got 'float16'.*--amp-dtype b"
     with pytest.raises(SystemExit, match=message):
-        train_cli.load_config(args)
+        load_config(args)
 
 
 def test_amp_optim_wrapper_without_loss_scaling_is_a_pass_through(
@@ -401,10 +404,10 @@ def test_train_compile_sets_the_runner_option():
     cfg = train_cfg('--cfg-options', 'compile=True')
     assert len(compile_hooks(cfg)) == 1
     # torch.compile arguments of the config are kept; --cfg-options wins.
-    args = parse(train_cli, BASE_CONFIG, '--compile')
+    args = parse(parse_train_args, BASE_CONFIG, '--compile')
     config = Config.fromfile(BASE_CONFIG)
     config.compile = dict(mode='max-autotune')
-    assert train_cli.merge_args(config, args).compile == dict(
+    assert merge_train_args(config, args).compile == dict(
         mode='max-autotune')
     cfg = train_cfg('--compile', '--cfg-options',
                     'compile=False')
@@ -428,21 +431,21 @@ def test_train_merge_args(tmp_path):
 
 
 def test_train_auto_scale_lr_needs_base_batch_size():
-    args = parse(train_cli, BASE_CONFIG, '--auto-scale-lr')
+    args = parse(parse_train_args, BASE_CONFIG, '--auto-scale-lr')
     cfg = Config.fromfile(BASE_CONFIG)
     cfg.auto_scale_lr = dict(enable=False)
     with pytest.raises(ValueError, match='base_batch_size'):
-        train_cli.merge_args(cfg, args)
+        merge_train_args(cfg, args)
 
 
 # ---------------------------------------------------------------- test.py
 def merged_test_cfg(scope, *argv, **extra):
-    """merge_args of tools/test.py on the tiny config, in ``scope``."""
-    args = parse(test_cli, BASE_CONFIG, 'ckpt.pth', *argv)
+    """merge_test_args of tools/test.py on the tiny config, in ``scope``."""
+    args = parse(parse_test_args, BASE_CONFIG, 'ckpt.pth', *argv)
     cfg = Config.fromfile(BASE_CONFIG)
     cfg.default_scope = scope
     cfg.merge_from_dict(extra)
-    return test_cli.merge_args(cfg, args)
+    return merge_test_args(cfg, args)
 
 
 def test_test_merge_args_show_dir_per_task():
