@@ -23,7 +23,7 @@ from mmtnt.visualization import (CAMReshape, blend_cam, build_classifier,
                                  compute_cam, crop_to_image,
                                  default_target_layers, load_image,
                                  resolve_layer)
-from mmtnt.visualization.cam_cli import main
+from mmtnt.visualization.cli import main
 
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 # Two input sizes (H, W) per family: one a multiple of every stride, one

@@ -10,7 +10,7 @@ The backbones emit tokens, which are laid out as maps on the token grids
 that every mmtnt backbone declares for the input size; where a backbone
 padded the image, the map is resampled to the image's own extent. The work
 is done by :mod:`mmtnt.visualization` (the command line:
-:mod:`mmtnt.visualization.cam_cli`).
+:mod:`mmtnt.visualization.cli`).
 
 Examples::
 
@@ -22,7 +22,7 @@ Examples::
         --method layercam --target-layers "backbone.stages[-2].norm" \\
         --target-category 281 282 --save-path cam.png
 """
-from mmtnt.visualization.cam_cli import main
+from mmtnt.visualization.cli import main
 
 if __name__ == '__main__':
     main()

@@ -4,8 +4,8 @@ import argparse
 import os.path as osp
 
 import mmcv
-from mmengine.config import Config, DictAction
 
+from ..utils.cli import add_cfg_options, load_config
 from .cam import METHODS, blend_cam, compute_cam
 from .inputs import build_classifier, load_image
 from .target_layers import (default_target_layers, layer_expression,
@@ -69,11 +69,7 @@ def parse_args(argv=None):
         '--preview-model',
         action='store_true',
         help='print the names of the layers that may be targeted and exit')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value')
+    add_cfg_options(parser)
     args = parser.parse_args(argv)
     if args.method.lower() not in METHODS:
         parser.error(f'unknown --method {args.method!r}: choose one of '
@@ -126,9 +122,7 @@ def main(argv=None):
         Saved the CAM to cam.png
     """
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)
     try:
         model = build_classifier(cfg, args.checkpoint, args.device)
     except (ValueError, FileNotFoundError) as error:
