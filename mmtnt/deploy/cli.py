@@ -1,19 +1,18 @@
-"""The command line of ``tools/deployment/pytorch2onnx.py``: export an mmtnt
-classifier, segmentor or detector to ONNX (:func:`mmtnt.deploy.export_onnx`),
-check the graph with ONNX Runtime (``--verify``,
-:func:`mmtnt.deploy.verify_onnx`) and write an INT8 graph (``--int8``).
+"""The command lines of ``tools/deployment/``.
 
-It prints the graph's inputs and outputs, how its input must be normalised
-and, for a dynamic export, the ranges the tracer checked; ``--verify``
-prints one line per check and exits with status 1 when one fails.
+``pytorch2onnx.py`` (:func:`export_main`) exports an mmtnt classifier,
+segmentor or detector to ONNX (:func:`mmtnt.deploy.export_onnx`) and prints
+the graph's inputs and outputs, their normalisation and, for a dynamic
+export, the sizes the tracer checked. ``--verify`` compares the graph with
+PyTorch (:func:`mmtnt.deploy.verify_onnx`), a line per check, and exits
+with status 1 when one fails. ``--int8 dynamic|static`` also writes an INT8
+graph for ONNX Runtime on the CPU
+(:func:`mmtnt.deploy.quantize.quantize_onnx`); docs/inference.md gives its
+accuracy.
 
-``--int8 dynamic|static`` also writes an INT8 graph for ONNX Runtime on
-the CPU (:func:`mmtnt.deploy.quantize.quantize_onnx`; static mode
-calibrates on ``--calibration-images`` training images through the
-validation pipeline and the model's data preprocessor). Its weights use 7
-bits, so that it computes the same on CPUs with and without VNNI. It is not
-compared by ``--verify``: docs/inference.md gives its accuracy on the demos
-and which layers stay fp32.
+``test.py`` (:func:`evaluate_main`) scores an ONNX graph on the test set of
+a config (:func:`mmtnt.deploy.evaluate.evaluate_onnx`) and logs the metrics
+as ``tools/test.py`` does.
 
 Examples::
 
@@ -21,29 +20,20 @@ Examples::
         configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
         --output-file svt-s.onnx --shape 224 224 --dynamic-export --verify
     python tools/deployment/pytorch2onnx.py \\
-        configs/twins/twins-svt-small_8xb128_in1k.py \\
-        mmtnt://twins-svt-small_8xb128_in1k --output-file svt-s.onnx \\
-        --shape 224 224 --verify
-    python tools/deployment/pytorch2onnx.py \\
-        configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py \\
-        --output-file upernet.onnx --shape 128 128 --dynamic-export \\
-        --verify --verify-shape 96 160
-    python tools/deployment/pytorch2onnx.py \\
         configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
         retinanet.pth --output-file retinanet.onnx --shape 128 128 \\
         --dynamic-export --verify --verify-image scene.jpg
-    python tools/deployment/pytorch2onnx.py \\
-        configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
-        --output-file svt-s.onnx --shape 224 224 --dynamic-export \\
-        --int8 dynamic
+    python tools/deployment/test.py \\
+        configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
+        retinanet.onnx --threads 2
 """
 import argparse
 import os.path as osp
 import sys
-
-from mmengine.config import Config, DictAction
+import time
 
 from ..hub import HubError
+from ..utils.cli import add_cfg_options, load_config
 from .export import build_model, check_input_size, export_onnx
 from .graphs import (describe_preprocessing, export_graph, input_channels,
                      is_detector, output_names)
@@ -55,9 +45,15 @@ from .verify import DEFAULT_TOLERANCE, padded_check, verify_onnx, verify_sizes
 DEFAULT_CALIBRATION_IMAGES = 64
 
 
-def parse_args(argv=None):
-    """The arguments of ``pytorch2onnx.py`` (``sys.argv`` without
-    ``argv``)."""
+def parse_export_args(argv=None):
+    """Parse the command line of ``pytorch2onnx.py``.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Returns:
+        argparse.Namespace: The parsed arguments.
+    """
     parser = argparse.ArgumentParser(
         description='Export an mmtnt classifier, segmentor or detector to '
         'ONNX.')
@@ -151,20 +147,8 @@ def parse_args(argv=None):
         default=DEFAULT_CALIBRATION_IMAGES,
         help='--int8 static: training images, through the validation '
         f'pipeline, to calibrate on (default {DEFAULT_CALIBRATION_IMAGES})')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, as key=value pairs')
+    add_cfg_options(parser)
     return parser.parse_args(argv)
-
-
-def load_config(args):
-    """The config with ``--cfg-options`` merged."""
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    return cfg
 
 
 def load_model(args):
@@ -175,7 +159,8 @@ def load_model(args):
     if args.int8 is not None and args.calibration_images < 1:
         raise SystemExit('Error: --calibration-images must be at least 1.')
     try:
-        model = build_model(load_config(args), args.checkpoint)
+        model = build_model(
+            load_config(args.config, args.cfg_options), args.checkpoint)
     except (ValueError, HubError) as error:
         raise SystemExit(f'Error: {error}')
     if is_detector(model) and args.batch_size != 1:
@@ -189,9 +174,9 @@ def int8_file(args):
     ``_int8`` before its extension.
 
     Examples:
-        >>> int8_file(parse_args(['c.py', '--output-file', 'svt.onnx',
-        ...                       '--shape', '224', '224', '--int8',
-        ...                       'dynamic']))
+        >>> int8_file(parse_export_args(['c.py', '--output-file', 'svt.onnx',
+        ...                              '--shape', '224', '224',
+        ...                              '--int8', 'dynamic']))
         'svt_int8.onnx'
     """
     if args.int8_file:
@@ -207,7 +192,9 @@ def write_int8(args):
     calibration = None
     if args.int8 == 'static':
         calibration = calibration_inputs(
-            load_config(args), args.calibration_images, split='train')
+            load_config(args.config, args.cfg_options),
+            args.calibration_images,
+            split='train')
     output_file = int8_file(args)
     quantize_onnx(args.output_file, output_file, args.int8, calibration)
     detail = ('7-bit int8 weights, activations quantized at run time'
@@ -266,7 +253,7 @@ def verify(args, model, graph, checks, channels):
     return report.passed
 
 
-def main(argv=None):
+def export_main(argv=None):
     """Run ``pytorch2onnx.py`` with ``argv`` (``sys.argv`` without it).
 
     Raises:
@@ -275,11 +262,12 @@ def main(argv=None):
             when ``--verify`` fails.
 
     Examples:
-        >>> main(['configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-'
-        ...       '128x128.py', '--output-file', 'upernet.onnx', '--shape',
-        ...       '128', '128', '--verify'])  # doctest: +SKIP
+        >>> export_main(['configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-'
+        ...              'ade-128x128.py', '--output-file', 'upernet.onnx',
+        ...              '--shape', '128', '128', '--verify'])
+        ... # doctest: +SKIP
     """
-    args = parse_args(argv)
+    args = parse_export_args(argv)
     model = load_model(args)
     graph = export_graph(
         model, logits=args.logits, mask_output=args.mask_output)
@@ -307,3 +295,83 @@ def main(argv=None):
     if args.verify and not verify(args, model, graph, checks, channels):
         print('Error: ONNX Runtime and PyTorch disagree.', file=sys.stderr)
         raise SystemExit(1)
+
+
+def parse_evaluate_args(argv=None):
+    """Parse the command line of ``tools/deployment/test.py``.
+
+    Args:
+        argv (list[str], optional): Arguments instead of ``sys.argv``.
+
+    Returns:
+        argparse.Namespace: The parsed arguments.
+    """
+    parser = argparse.ArgumentParser(
+        description='Evaluate an ONNX graph (fp32 or INT8) of a classifier, '
+        'segmentor or detector on the test set of its config, with ONNX '
+        'Runtime on the CPU and the config\'s test evaluator.')
+    parser.add_argument(
+        'config', help='the config the graph was exported from, or one '
+        'that inherits it with the data to test on')
+    parser.add_argument('model', help='the ONNX file')
+    add_cfg_options(parser, 'test_dataloader.dataset.data_root=data/my_set')
+    parser.add_argument(
+        '--threads',
+        type=int,
+        help='ONNX Runtime intra-op threads (default: one per core)')
+    parser.add_argument(
+        '--num-images',
+        type=int,
+        help='only the first N test images (default: all)')
+    parser.add_argument(
+        '--work-dir',
+        help='write the log and the metrics (JSON) to '
+        'WORK_DIR/TIMESTAMP/, as tools/test.py does')
+    return parser.parse_args(argv)
+
+
+def evaluate_main(argv=None):
+    """Run ``tools/deployment/test.py`` with ``argv`` (``sys.argv`` without
+    it).
+
+    Returns:
+        dict: The metrics.
+
+    Raises:
+        SystemExit: With one line, for a missing file or dataset path and
+            a graph that does not fit the config.
+
+    Examples:
+        >>> evaluate_main(['configs/demo/tnt-demo_1xb128_fashion-mnist.py',
+        ...                'tnt.onnx', '--threads', '2'])  # doctest: +SKIP
+        {'accuracy/top1': 73.7}
+    """
+    import mmengine
+    from mmengine.logging import MMLogger
+
+    from .evaluate import evaluate_onnx
+    args = parse_evaluate_args(argv)
+    timestamp = time.strftime('%Y%m%d_%H%M%S', time.localtime())
+    log_file = json_file = None
+    if args.work_dir is not None:
+        log_dir = osp.join(args.work_dir, timestamp)
+        mmengine.mkdir_or_exist(log_dir)
+        log_file = osp.join(log_dir, f'{timestamp}.log')
+        json_file = osp.join(log_dir, f'{timestamp}.json')
+    # The current logger: the evaluator's logs and the metrics go to it.
+    MMLogger.get_instance(
+        f'deploy-test-{timestamp}-{time.monotonic_ns()}',
+        log_file=log_file,
+        log_level='INFO')
+    try:
+        metrics = evaluate_onnx(args.config, args.model, args.threads,
+                                args.cfg_options, args.num_images)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f'tools/deployment/test.py: {error}')
+    if json_file is not None:
+        mmengine.dump(
+            {
+                key: value.tolist() if hasattr(value, 'tolist') else value
+                for key, value in metrics.items()
+            }, json_file)
+    return metrics

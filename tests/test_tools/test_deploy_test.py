@@ -39,7 +39,7 @@ from tool_utils import BASE_CONFIG, NUM_VAL, SEG_CONFIG, run_tool, write_config
 from mmtnt.deploy import build_model, export_onnx
 from mmtnt.deploy.evaluate import (DetectorPredictions, evaluate_graphs,
                                    evaluate_onnx, slide_logits)
-from mmtnt.deploy.evaluate_cli import main
+from mmtnt.deploy.cli import evaluate_main as main
 
 RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
 MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'

@@ -1,5 +1,5 @@
 """Checks of the ONNX export of :mod:`mmtnt.deploy` and its command line
-``tools/deployment/pytorch2onnx.py`` (:func:`mmtnt.deploy.cli.main`).
+``tools/deployment/pytorch2onnx.py`` (:func:`mmtnt.deploy.cli.export_main`).
 
 * In-process, a classifier around the tiny arch of TNT and PCPVT
   (``tests/tiny_backbones.py``) is exported with dynamic axes (traced at
@@ -45,7 +45,7 @@ from mmtnt import hub
 from mmtnt.deploy import (DEFAULT_TOLERANCE, INPUT_NAME, ClassifierGraph,
                           build_model, cpu_session, dynamic_trace_shape,
                           export_graph, export_onnx, second_shape, verify_onnx)
-from mmtnt.deploy.cli import main
+from mmtnt.deploy.cli import export_main as main
 from mmtnt.deploy.graphs import AdaptiveAvgPool2dGraph, export_friendly
 from mmtnt.deploy.verify import relative_difference
 

@@ -8,7 +8,7 @@
   (:func:`mmtnt.deploy.evaluate.evaluate_graphs`, as
   ``tools/analysis_tools/int8_benchmark.py`` scores them).
 * ``tools/deployment/pytorch2onnx.py --int8 static`` (its ``main``,
-  :func:`mmtnt.deploy.cli.main`) on the same model writes an INT8 graph
+  :func:`mmtnt.deploy.cli.export_main`) on the same model writes an INT8 graph
   that ONNX Runtime runs.
 * On a small hand-made graph: the static mode keeps the first and last
   weighted nodes in fp32 and quantizes those between; the arguments it
@@ -37,7 +37,7 @@ from demo_runs import (ROOT, setup_missing, short_fashion_mnist_run,
 from onnx_graphs import op_types
 
 from mmtnt.deploy import export_onnx
-from mmtnt.deploy.cli import main as export_main
+from mmtnt.deploy.cli import export_main
 from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.quantize import (MODES, REDUCED_WEIGHT_LIMIT, boundary_nodes,
                                    calibration_inputs, cpu_int8_features,

@@ -1,8 +1,9 @@
 """Export an mmtnt classifier, segmentor or detector to ONNX, and check the
 graph with ONNX Runtime.
 
-The command line of :mod:`mmtnt.deploy` (:func:`mmtnt.deploy.cli.main`):
-the export, verification and INT8 quantization are library functions
+The command line of :mod:`mmtnt.deploy`
+(:func:`mmtnt.deploy.cli.export_main`): the export, verification and INT8
+quantization are library functions
 (``mmtnt.deploy.export_onnx``, ``verify_onnx``, ``quantize.quantize_onnx``),
 documented in docs/inference.md.
 
@@ -20,7 +21,7 @@ Examples::
         retinanet.pth --output-file retinanet.onnx --shape 128 128 \\
         --dynamic-export --verify --verify-image scene.jpg
 """
-from mmtnt.deploy.cli import main
+from mmtnt.deploy.cli import export_main
 
 if __name__ == '__main__':
-    main()
+    export_main()

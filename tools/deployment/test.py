@@ -18,7 +18,7 @@ Examples::
         tnt_int8.onnx --cfg-options \\
         test_dataloader.dataset.data_root=data/my_set --work-dir work_dirs/int8
 """
-from mmtnt.deploy.evaluate_cli import main
+from mmtnt.deploy.cli import evaluate_main
 
 if __name__ == '__main__':
-    main()
+    evaluate_main()
