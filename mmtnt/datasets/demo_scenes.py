@@ -31,8 +31,8 @@ left unlabelled), 1 the scene behind the items, 2.. the item classes. With
 The scenes are the same, byte for byte, on every run with the same library
 versions (one seed per scene, derived from ``seed``). A few hundred scenes
 take seconds. :func:`build` writes them, and does nothing when ``out_dir``
-already holds the data of the same settings; :func:`main` is the command
-line of ``tools/dataset_converters/make_demo_scenes.py``.
+already holds the data of the same settings; its command line is
+``tools/dataset_converters/make_demo_scenes.py`` (:mod:`mmtnt.datasets.cli`).
 
 Examples:
     >>> from mmtnt.datasets.demo_scenes import build
@@ -40,14 +40,12 @@ Examples:
     >>> summary['ade_train'], summary['coco_val'][0]  # doctest: +SKIP
     (300, 100)
 """
-import argparse
 import gzip
 import io
 import json
 import os
 import os.path as osp
 import shutil
-import sys
 import tempfile
 
 import numpy as np
@@ -409,75 +407,3 @@ def build(out_dir, num_train=300, num_val=100, seed=0, src=None):
     with open(stamp, 'w') as f:
         json.dump(dict(settings=settings, summary=summary), f, indent=2)
     return summary
-
-
-def parse_args(argv=None):
-    """Parse ``[OUT_DIR] [--num-train N] [--num-val N] [--seed S]
-    [--src DIR]``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The arguments of :func:`build`.
-    """
-    parser = argparse.ArgumentParser(
-        description='Build the COCO-format detection and ADE20K-format '
-        'segmentation demo datasets from Fashion-MNIST and scikit-image '
-        'pictures.')
-    parser.add_argument(
-        'out_dir',
-        nargs='?',
-        default=osp.join('data', 'demo_scenes'),
-        help='output folder (default: data/demo_scenes)')
-    parser.add_argument(
-        '--num-train',
-        type=int,
-        default=300,
-        help='training scenes of each dataset (default: 300)')
-    parser.add_argument(
-        '--num-val',
-        type=int,
-        default=100,
-        help='validation scenes of each dataset (default: 100)')
-    parser.add_argument(
-        '--seed', type=int, default=0, help='random seed (default: 0)')
-    parser.add_argument(
-        '--src',
-        help='folder of the Fashion-MNIST idx files, gzipped or not '
-        '(default: the files of the Debian package dataset-fashion-mnist)')
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    """The command line of ``tools/dataset_converters/make_demo_scenes.py``:
-    :func:`build` and what it wrote.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        int: The exit status: 0, or 1 (with an ``error:`` line on stderr)
-        when the Fashion-MNIST files are missing.
-
-    Examples:
-        >>> main(['data/demo_scenes'])  # doctest: +SKIP
-        Demo scenes already complete in data/demo_scenes
-        0
-    """
-    args = parse_args(argv)
-    try:
-        summary = build(args.out_dir, args.num_train, args.num_val,
-                        args.seed, args.src)
-    except FileNotFoundError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 1
-    if summary is None:
-        print(f'Demo scenes already complete in {args.out_dir}')
-        return 0
-    print(f'Demo scenes written to {args.out_dir}:')
-    for split in ('train', 'val'):
-        num_images, num_objects = summary[f'coco_{split}']
-        print(f'  coco/{split}: {num_images} images, {num_objects} objects; '
-              f'ade/{split}: {summary[f"ade_{split}"]} images')
-    return 0

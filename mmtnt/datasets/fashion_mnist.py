@@ -6,21 +6,19 @@ download: the four gzipped idx files come from the Debian package
 from any folder given as ``src`` that holds them (gzipped or not).
 :func:`prepare` writes the un-gzipped files mmpretrain expects
 (``train-images-idx3-ubyte``, ...) and does nothing when they are already
-there and complete; :func:`main` is the command line of
-``tools/dataset_converters/prepare_fashion_mnist.py``. The module uses only
-the Python standard library.
+there and complete. The module uses only the Python standard library; its
+command line is ``tools/dataset_converters/prepare_fashion_mnist.py``
+(:mod:`mmtnt.datasets.cli`).
 
 Examples:
     >>> from mmtnt.datasets.fashion_mnist import prepare
     >>> prepare('data/fashion_mnist')  # doctest: +SKIP
     ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', ...]
 """
-import argparse
 import gzip
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 DEB_PACKAGE = 'dataset-fashion-mnist'
@@ -197,57 +195,3 @@ def prepare(out_dir, src=None):
             raise RuntimeError(f'{sources[name]} is not a complete '
                                f'Fashion-MNIST idx file ({name}).')
     return todo
-
-
-def parse_args(argv=None):
-    """Parse ``[OUT_DIR] [--src DIR]``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: ``out_dir`` and ``src``.
-    """
-    parser = argparse.ArgumentParser(
-        description='Un-gzip Fashion-MNIST (Debian package '
-        f'{DEB_PACKAGE}) into the layout of mmpretrain\'s FashionMNIST.')
-    parser.add_argument(
-        'out_dir',
-        nargs='?',
-        default=os.path.join('data', 'fashion_mnist'),
-        help='output folder (default: data/fashion_mnist)')
-    parser.add_argument(
-        '--src',
-        help='folder holding the idx files, gzipped or not (default: the '
-        f'files of the Debian package {DEB_PACKAGE}, found with dpkg -L)')
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    """The command line of
-    ``tools/dataset_converters/prepare_fashion_mnist.py``: :func:`prepare`
-    and a line that says what it did.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        int: The exit status: 0, or 1 (with an ``error:`` line on stderr)
-        when the files are missing or broken.
-
-    Examples:
-        >>> main(['data/fashion_mnist'])  # doctest: +SKIP
-        Fashion-MNIST already complete in data/fashion_mnist
-        0
-    """
-    args = parse_args(argv)
-    try:
-        written = prepare(args.out_dir, args.src)
-    except (FileNotFoundError, RuntimeError) as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 1
-    if written:
-        print(f'Fashion-MNIST written to {args.out_dir}: {", ".join(written)}')
-    else:
-        print(f'Fashion-MNIST already complete in {args.out_dir}')
-    return 0

@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 from tool_utils import run_tool
 
-from mmtnt.datasets.demo_scenes import build, main
+from mmtnt.datasets.cli import demo_scenes_main as main
+from mmtnt.datasets.demo_scenes import build
 
 NUM_TRAIN = 24
 NUM_VAL = 8

@@ -16,7 +16,7 @@ by :mod:`mmtnt.datasets.demo_scenes`.
 """
 import sys
 
-from mmtnt.datasets.demo_scenes import main
+from mmtnt.datasets.cli import demo_scenes_main
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(demo_scenes_main())

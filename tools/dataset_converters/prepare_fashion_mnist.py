@@ -18,7 +18,7 @@ The work is done by :mod:`mmtnt.datasets.fashion_mnist`.
 """
 import sys
 
-from mmtnt.datasets.fashion_mnist import main
+from mmtnt.datasets.cli import fashion_mnist_main
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(fashion_mnist_main())
