@@ -132,7 +132,7 @@ def model_index(monkeypatch):
         name: dict(entry, sources=[dict(s) for s in entry['sources']])
         for name, entry in hub.model_index().items()
     }
-    monkeypatch.setattr(hub, 'model_index', lambda: index)
+    monkeypatch.setattr(hub.index, 'model_index', lambda: index)
     return index
 
 

@@ -1,19 +1,7 @@
-"""Image -> feature maps with mmpretrain's ``FeatureExtractor``.
-
-mmpretrain's ``FeatureExtractor`` already does the work on mmtnt
-classification models: it runs the config's test pipeline and the data
-preprocessor, and returns each image's backbone (or neck) outputs. What mmtnt
-adds: the names of mmtnt's model index (models built by
-:func:`mmtnt.apis.get_model`, ``pretrained=True`` through ``mmtnt://NAME``),
-and images read with as many channels as the model normalises (grayscale for
-the Fashion-MNIST demo), as :class:`ClassificationInferencer` reads them.
-
-Which outputs come back is the backbone's config: ``out_indices`` and
-``out_type='featmap'`` give the multi-scale maps, and TNT's
-``out_type='cls_token'`` its class token at each chosen block. Where the
-cells of each map lie (stride, channels) is what the backbone declares in
-``token_grids``.
-"""
+"""Image -> feature maps with mmpretrain's ``FeatureExtractor``, for the
+names of mmtnt's model index. Which outputs come back is the backbone's
+config (``out_indices``, ``out_type``); where the cells of each map lie is
+what the backbone declares in ``token_grids``."""
 from mmengine.model import BaseModel
 from mmpretrain.apis import FeatureExtractor as MMPretrainFeatureExtractor
 
@@ -23,15 +11,13 @@ from .model import get_model
 
 class FeatureExtractor(MMPretrainFeatureExtractor):
     """mmpretrain's ``FeatureExtractor``, reading images with as many
-    channels as the model takes.
+    channels as the model takes (:class:`ClassificationInferencer`).
 
     Args:
-        model (str | Config | BaseModel): A classifier: a name of mmtnt's
-            model index (:func:`mmtnt.apis.list_models`), a config file, a
-            loaded config or a built model.
-        pretrained (str | bool): True for a named model's published weights
-            (a config's ``load_from``), a checkpoint, or False for the
-            initialised weights. Defaults to True.
+        model (str | Config | BaseModel): A classifier: what
+            :func:`mmtnt.apis.get_model` takes, or a built model.
+        pretrained (str | bool): As :func:`mmtnt.apis.model_config` takes
+            it. Defaults to True.
         device (str, optional): ``'cpu'``, ``'cuda'``... Defaults to the
             CPU.
         **kwargs: Changes to the config's ``model`` (not for a built model),

@@ -1,13 +1,6 @@
-"""Pick the OpenMMLab Inferencer of a config's task, and summarise what it
-predicts.
-
-mmtnt writes no inference loop of its own: mmpretrain's
-``ImageClassificationInferencer``, mmdet's ``DetInferencer`` and mmseg's
-``MMSegInferencer`` read the config's test pipeline, load the checkpoint with
-its class names and draw the predictions. What mmtnt adds is the choice by
-``default_scope``, grayscale input for classifiers trained on one channel
-(the Fashion-MNIST demo) and the CPU accelerator.
-"""
+"""The OpenMMLab Inferencer of a config's task (mmpretrain's, mmdet's or
+mmseg's, by ``default_scope``), grayscale input for classifiers of one
+channel, and a plain summary of what it predicts."""
 import numpy as np
 import torch
 from mmcv.image import imread
@@ -23,12 +16,8 @@ TASKS = ('mmpretrain', 'mmdet', 'mmseg')
 
 
 class ClassificationInferencer(ImageClassificationInferencer):
-    """mmpretrain's classification Inferencer, reading images with as many
-    channels as the model takes.
-
-    mmpretrain's own reads every image in colour; a model whose data
-    preprocessor normalises one channel (``mean=[...]`` of length 1) gets
-    the image in grayscale instead. Pictures are drawn in colour either way.
+    """mmpretrain's classification Inferencer, reading images in grayscale
+    for a model whose data preprocessor normalises one channel.
 
     Args:
         model (str | Config): A config file or a loaded config.
@@ -79,19 +68,16 @@ def build_inferencer(config, checkpoint=None, device=None, cpu_accel=True):
     """Build the Inferencer of the config's task.
 
     Args:
-        config (str | Config | BaseModel): An mmtnt config (or any config
-            whose ``default_scope`` is ``mmpretrain``, ``mmdet`` or
-            ``mmseg``), or a model built from one (its ``cfg``, as
-            :func:`mmtnt.apis.get_model` gives it), which the Inferencer
-            uses instead of building another.
+        config (str | Config | BaseModel): A config whose
+            ``default_scope`` is ``mmpretrain``, ``mmdet`` or ``mmseg``, or
+            a model built from one (by :func:`mmtnt.apis.get_model`), used
+            as it is.
         checkpoint (str, optional): Weights to load into the model of a
-            config; None keeps the initialised weights (the Inferencers
-            warn). A built model keeps its own.
+            config; None keeps the initialised weights.
         device (str, optional): Where to run. Defaults to a built model's
             device, else the first GPU when there is one, else the CPU.
         cpu_accel (bool): Apply :func:`mmtnt.accelerate_for_cpu` to a model
-            on the CPU. It changes nothing but float32 rounding. Defaults to
-            True.
+            on the CPU. Defaults to True.
 
     Returns:
         BaseInferencer: :class:`ClassificationInferencer`, mmdet's

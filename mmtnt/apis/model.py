@@ -1,13 +1,7 @@
-"""Models by name: ``list_models``, ``get_model`` and ``inference_model``
-over mmtnt's model index, as ``mmpretrain.apis`` are over mmpretrain's, and
-the one model builder they and :mod:`mmtnt.deploy` share (``model_config``
-and ``init_model``: built under the config's scope, none left behind).
-
-The names are those of ``configs/*/metafile.yml`` (``mim search mmtnt``);
-each names a config, of any of the three tasks. ``pretrained=True`` loads
-the model's published weights through ``mmtnt://NAME`` (:mod:`mmtnt.hub`):
-downloaded, converted and cached on first use.
-"""
+"""Models by the names of mmtnt's model index (``list_models``,
+``get_model``, ``inference_model``, as ``mmpretrain.apis`` over
+mmpretrain's), and the one builder they and :mod:`mmtnt.deploy` share
+(``model_config``, ``init_model``)."""
 import copy
 import fnmatch
 import logging
@@ -16,7 +10,7 @@ from pathlib import Path
 
 from mmengine.config import Config
 
-from mmtnt import hub
+from mmtnt.hub import SCHEME, find_model, index, prepare_checkpoint
 
 # The Results tasks of the index, by the default_scope that runs them.
 SCOPE_TASKS = {
@@ -27,21 +21,16 @@ SCOPE_TASKS = {
 
 
 def list_models(pattern=None, exclude_patterns=None, task=None):
-    """The model names of mmtnt's index, as mmpretrain's ``list_models``
-    lists mmpretrain's.
-
-    Names and patterns are compared in lower case, and a pattern matches
-    the names it begins (``fnmatch`` with ``*`` appended).
+    """The model names of mmtnt's index, as mmpretrain's ``list_models``.
 
     Args:
-        pattern (str, optional): A wildcard pattern of the names to list.
+        pattern (str, optional): A wildcard pattern (``fnmatch``, in any
+            case) of the beginning of the names to list.
         exclude_patterns (list[str] | str, optional): Patterns of names
             to leave out.
         task (str, optional): A task of the models' results (``'Image
-            Classification'``, ``'Object Detection'``, ``'Instance
-            Segmentation'``, ``'Semantic Segmentation'``) or a library
-            (``'mmpretrain'``, ``'mmdet'``, ``'mmseg'``) for all of its
-            tasks.
+            Classification'``, ``'Semantic Segmentation'``...) or a
+            library (``'mmpretrain'``, ``'mmdet'``, ``'mmseg'``).
 
     Returns:
         list[str]: The names, sorted.
@@ -56,36 +45,22 @@ def list_models(pattern=None, exclude_patterns=None, task=None):
         >>> len(list_models(task='mmseg')) > 0
         True
     """
-    index = hub.model_index()
-    names = list(index)
-    if pattern is not None:
-        names = _matching(names, pattern)
     if isinstance(exclude_patterns, str):
         exclude_patterns = [exclude_patterns]
-    for exclude in exclude_patterns or []:
-        excluded = set(_matching(names, exclude))
-        names = [name for name in names if name not in excluded]
-    if task is not None:
-        tasks = set(SCOPE_TASKS.get(task, (task, )))
-        names = [name for name in names if tasks & set(index[name]['tasks'])]
-    return sorted(names)
+    tasks = set(SCOPE_TASKS.get(task, (task, )))
+
+    def listed(name, entry):
+        return ((pattern is None or _begins(name, pattern))
+                and not any(_begins(name, p) for p in exclude_patterns or [])
+                and (task is None or bool(tasks & set(entry['tasks']))))
+
+    return sorted(name for name, entry in index.model_index().items()
+                  if listed(name, entry))
 
 
-def _matching(names, pattern):
-    """The names that ``pattern`` matches the beginning of, in any case."""
-    pattern = pattern.lower() + '*'
-    return [
-        name for name in names if fnmatch.fnmatchcase(name.lower(), pattern)
-    ]
-
-
-def _index_entry(name):
-    """The model index entry of a name, in any case."""
-    for key, entry in hub.model_index().items():
-        if key.lower() == name.lower():
-            return entry
-    raise ValueError(f'No model {name!r} in mmtnt\'s model index; '
-                     'list_models() gives the names.')
+def _begins(name, pattern):
+    """Whether ``pattern`` matches the beginning of ``name``, in any case."""
+    return fnmatch.fnmatchcase(name.lower(), pattern.lower() + '*')
 
 
 def model_config(model, pretrained=False):
@@ -99,6 +74,8 @@ def model_config(model, pretrained=False):
             (``mmtnt://NAME``), else the config's ``load_from``, with a
             warning where there is neither; a checkpoint (file, URL or
             ``mmtnt://NAME[@SOURCE]``); False for none. Defaults to False.
+            :func:`get_model`, :func:`inference_model` and
+            :class:`FeatureExtractor` take it as this function does.
 
     Returns:
         tuple[Config, str | None]: The config and the checkpoint to load
@@ -122,9 +99,12 @@ def model_config(model, pretrained=False):
         config = Config.fromfile(model)
         published = None
     elif isinstance(model, str):
-        entry = _index_entry(model)
+        entry = find_model(model)
+        if entry is None:
+            raise ValueError(f'No model {model!r} in mmtnt\'s model index; '
+                             'list_models() gives the names.')
         config = Config.fromfile(entry['config'])
-        published = hub.SCHEME + entry['name'] if entry['sources'] else None
+        published = SCHEME + entry['name'] if entry['sources'] else None
     else:
         raise TypeError('model must be a name, a config file or a Config, '
                         f'got {type(model).__name__}.')
@@ -137,28 +117,24 @@ def model_config(model, pretrained=False):
 
 
 def init_model(config, checkpoint=None, init_weights=False):
-    """Build the model of a config under the config's default scope, with
-    its weights: the one builder behind :func:`get_model` and
-    :func:`mmtnt.deploy.build_model`.
+    """Build the model of a config with its weights: the one builder
+    behind :func:`get_model` and :func:`mmtnt.deploy.build_model`.
 
     The registries look names up in the config's ``default_scope`` during
-    the build only (``DefaultScope.overwrite_default_scope``): no default
-    scope is left behind for the next build of another library. As in
-    mmengine's Runner, a top-level ``data_preprocessor`` is the model's
-    unless the model names its own; ``config`` is not changed.
+    the build only: no default scope is left behind. As in mmengine's
+    Runner, a top-level ``data_preprocessor`` is the model's unless the
+    model names its own; ``config`` is not changed.
 
     Args:
         config (Config): A config whose ``default_scope`` is
             ``'mmpretrain'``, ``'mmseg'`` or ``'mmdet'``.
-        checkpoint (str, optional): The weights: a file, a URL or
+        checkpoint (str, optional): A file, a URL or
             ``mmtnt://NAME[@SOURCE]``, checked or fetched
             (:func:`mmtnt.hub.prepare_checkpoint`) before the model is
-            built, so that a missing file or failed download ends in one
-            message. None keeps the initialised weights.
+            built. None keeps the initialised weights.
         init_weights (bool): Without a checkpoint, initialise the weights
-            as the model's ``init_cfg`` says (``init_weights()``, without
-            its log of every parameter), as training starts, instead of
-            keeping the layers' own initialisation. Defaults to False.
+            as the model's ``init_cfg`` says, as training starts, instead
+            of keeping the layers' own initialisation. Defaults to False.
 
     Returns:
         BaseModel: On the CPU, in eval mode, with ``cfg`` (the config),
@@ -168,8 +144,7 @@ def init_model(config, checkpoint=None, init_weights=False):
 
     Raises:
         ValueError: For another ``default_scope``.
-        CheckpointFileError: For a checkpoint file that is missing or no
-            checkpoint (a ValueError).
+        CheckpointFileError: For a checkpoint file that cannot be one.
         HubError: If published weights cannot be fetched.
 
     Examples:
@@ -186,7 +161,7 @@ def init_model(config, checkpoint=None, init_weights=False):
         raise ValueError(
             "The config's default_scope must be 'mmpretrain' (classifiers), "
             f"'mmseg' (segmentors) or 'mmdet' (detectors), got {scope!r}.")
-    hub.prepare_checkpoint(checkpoint)
+    prepare_checkpoint(checkpoint)
     model_cfg = config.model.copy()
     if config.get('data_preprocessor') is not None:
         model_cfg.setdefault('data_preprocessor', config.data_preprocessor)
@@ -198,9 +173,6 @@ def init_model(config, checkpoint=None, init_weights=False):
     loaded = None
     if checkpoint is not None:
         from mmengine.runner import load_checkpoint
-
-        from mmtnt.utils import register_checkpoint_safe_globals
-        register_checkpoint_safe_globals()
         loaded = load_checkpoint(model, checkpoint, map_location='cpu')
     model.dataset_meta = _dataset_meta(config, loaded)
     model._dataset_meta = model.dataset_meta
@@ -242,24 +214,16 @@ def get_model(model, pretrained=False, device=None, **cfg_options):
     (:func:`model_config`, then :func:`init_model`).
 
     Args:
-        model (str | Config): A model name (:func:`list_models`, in any
-            case), a config file or a loaded config.
-        pretrained (bool | str): True for the published weights of a named
-            model (``mmtnt://NAME``), else the config's ``load_from``; where
-            there is neither, a warning says that the model keeps its
-            initialised weights. A checkpoint path or address
-            (``mmtnt://NAME@SOURCE`` included), or False for the initialised
-            weights. Defaults to False.
+        model (str | Config): As :func:`model_config` takes it.
+        pretrained (bool | str): As :func:`model_config` takes it.
+            Defaults to False.
         device (str | torch.device, optional): Where to put the model.
             Defaults to None (the CPU).
-        **cfg_options: Changes to the config's ``model`` (as mmpretrain's
-            ``get_model`` takes them), e.g. ``backbone=dict(out_indices=(0,
-            1, 2, 3))``.
+        **cfg_options: Changes to the config's ``model``, e.g.
+            ``backbone=dict(out_indices=(0, 1, 2, 3))``.
 
     Returns:
-        BaseModel: In eval mode, with ``cfg`` (the config),
-        ``dataset_meta`` (the classes) and mmpretrain's ``_config``,
-        ``_dataset_meta`` and ``_metainfo``.
+        BaseModel: As :func:`init_model` returns it.
 
     Examples:
         >>> import torch
@@ -288,18 +252,15 @@ def inference_model(model,
 
     Args:
         model (BaseModel | str | Config): A built model (from
-            :func:`get_model`), which the Inferencer uses as it is, or what
-            :func:`get_model` takes.
+            :func:`get_model`), used as it is, or what :func:`get_model`
+            takes.
         inputs (str | np.ndarray | list): Image files or arrays.
-        pretrained (bool | str): The weights of a model given by name or
-            config, as :func:`get_model` takes them; unlike
-            :func:`get_model`, True by default: the published weights (a
-            warning where there are none).
+        pretrained (bool | str): As :func:`model_config` takes it, for a
+            model not built. Defaults to True.
         device (str, optional): Where to run. Defaults to the built model's
             device, else the CPU.
-        cpu_accel (bool): Apply :func:`mmtnt.accelerate_for_cpu` to a model
-            on the CPU (in place), as :func:`build_inferencer` does.
-            Defaults to True.
+        cpu_accel (bool): As :func:`build_inferencer` takes it. Defaults to
+            True.
         **kwargs: The Inferencer's call arguments (``return_datasamples``,
             ``show``...).
 

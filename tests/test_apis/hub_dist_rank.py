@@ -41,7 +41,7 @@ def main(index_file, images_file, out_dir):
     with open(index_file) as f:
         added = json.load(f)
     index = dict(hub.model_index(), **added)
-    hub.model_index = lambda: index
+    hub.index.model_index = lambda: index
     (name, entry), = added.items()
     checkpoint = f'{hub.SCHEME}{name}'
     init_cfg = dict(type='Pretrained', checkpoint=checkpoint)

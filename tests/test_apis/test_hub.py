@@ -20,6 +20,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -439,6 +440,46 @@ def test_damaged_cache_entry_without_server(tnt_served, weights_server):
     assert cached_files(cached.parent) == []
 
 
+def test_a_cached_file_is_hashed_once_per_process(tnt_served, weights_server,
+                                                   monkeypatch):
+    """A cached file is hashed once for all of a process's loads (the
+    runner's check, then mmengine's loader) while its size and time stay
+    the same; another time is hashed again, a damaged file fetched again.
+    A file written less than a time step before its hashing is not
+    remembered: a change within the step may leave the time as it was."""
+    passes = []
+    file_sha256 = hub.cache.file_sha256
+
+    def counted(path):
+        passes.append(path)
+        return file_sha256(path)
+
+    monkeypatch.setattr(hub.cache, 'file_sha256', counted)
+    monkeypatch.setattr(hub.cache, 'verified', {})
+    cached = hub.cache_file(*hub.resolve('tnt-tiny'))
+    earlier = os.stat(cached).st_mtime_ns - 10**10  # a cache of earlier
+    os.utime(cached, ns=(earlier, earlier))
+    model = build(TNT_CONFIG)
+    for _ in range(2):
+        hub.prepare_checkpoint('mmtnt://tnt-tiny')
+        load_checkpoint(model, 'mmtnt://tnt-tiny')
+    assert passes == [cached]
+    os.utime(cached, ns=(earlier + 1, earlier + 1))
+    assert_same_state(load_cached('tnt-tiny'), tnt_served)
+    assert passes == [cached] * 2
+
+    damage(Path(cached), 'a flipped byte')
+    assert_same_state(load_cached('tnt-tiny'), tnt_served)
+    assert sum(weights_server.requests.values()) == 2
+    written = time.time_ns()  # just now: hashed, not remembered
+    os.utime(cached, ns=(written, written))
+    hub.fetch_checkpoint('tnt-tiny')
+    damage(Path(cached), 'a flipped byte')
+    os.utime(cached, ns=(written, written))
+    assert_same_state(load_cached('tnt-tiny'), tnt_served)
+    assert sum(weights_server.requests.values()) == 3
+
+
 def test_cache_key_follows_address_hash_and_converter(
         tnt_served, weights_server, model_index, monkeypatch):
     """The same source reads the cache; a new address, a new hash or a
@@ -452,7 +493,8 @@ def test_cache_key_follows_address_hash_and_converter(
     moved = hub.fetch_checkpoint('tnt-tiny')
     source['sha256'] = source['sha256'][:8]
     rehashed = hub.fetch_checkpoint('tnt-tiny')
-    monkeypatch.setattr(hub, 'CONVERTER_VERSION', hub.CONVERTER_VERSION + 1)
+    monkeypatch.setattr(hub.cache, 'CONVERTER_VERSION',
+                        hub.CONVERTER_VERSION + 1)
     reconverted = hub.fetch_checkpoint('tnt-tiny')
     names = {Path(p).name for p in (first, moved, rehashed, reconverted)}
     assert len(names) == 4, names
@@ -520,8 +562,9 @@ def test_prepare_checkpoint_lives_with_the_hub(weights_server, model_index,
     with pytest.raises(CheckpointFileError, match='not a PyTorch checkpoint'):
         hub.prepare_checkpoint(str(not_a_checkpoint))
 
-    utils = Path(hub.__file__).parent / 'utils'
-    for module in utils.glob('*.py'):
+    utils = sorted((Path(hub.__file__).parents[1] / 'utils').glob('*.py'))
+    assert utils
+    for module in utils:
         for node in ast.walk(ast.parse(module.read_text())):
             if isinstance(node, ast.ImportFrom):
                 names = [f'{node.module}.{alias.name}' for alias in node.names]
