@@ -67,13 +67,8 @@ def parse_runner_args(parser, tool, argv=None):
 
 
 def parse_train_args(argv=None):
-    """Parse the command line of ``tools/train.py``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The parsed arguments.
+    """Parse the command line of ``tools/train.py`` (``argv``, else
+    ``sys.argv``).
 
     Examples:
         >>> parse_train_args(['cfg.py', '--resume']).resume
@@ -118,13 +113,8 @@ def parse_train_args(argv=None):
 
 
 def parse_test_args(argv=None):
-    """Parse the command line of ``tools/test.py``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The parsed arguments.
+    """Parse the command line of ``tools/test.py`` (``argv``, else
+    ``sys.argv``).
 
     Examples:
         >>> parse_test_args(['cfg.py', 'ckpt.pth', '--tta']).tta

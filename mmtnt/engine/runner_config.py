@@ -24,8 +24,7 @@ from mmengine.registry import METRICS
 
 from ..hub import HubError, prepare_checkpoint
 from ..utils import (CheckpointFileError, check_data_paths,
-                     checkpoint_to_load, register_checkpoint_safe_globals,
-                     setup_cpu_distributed)
+                     checkpoint_to_load, setup_cpu_distributed)
 from .amp import enable_amp
 from .compile_hook import add_compile_hook, enable_compile
 
@@ -48,14 +47,8 @@ DUMP_METRICS = dict(
 
 
 def set_launcher_and_work_dir(cfg, args):
-    """Put ``--launcher`` and the work folder into the config: ``--work-dir``,
-    else the config's ``work_dir``, else ``./work_dirs/<config name>``.
-
-    Args:
-        cfg (Config): The config read from ``args.config``; changed in
-            place.
-        args (argparse.Namespace): The parsed command line.
-    """
+    """Put ``--launcher`` and the work folder into ``cfg``: ``--work-dir``,
+    else the config's ``work_dir``, else ``./work_dirs/<config name>``."""
     cfg.launcher = args.launcher
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -66,13 +59,7 @@ def set_launcher_and_work_dir(cfg, args):
 
 def apply_final_overrides(cfg, args):
     """Apply the options that overrule everything else, last:
-    ``--no-cpu-accel`` and ``--cfg-options``.
-
-    Args:
-        cfg (Config): The config, the tool's own options merged in; changed
-            in place.
-        args (argparse.Namespace): The parsed command line.
-    """
+    ``--no-cpu-accel`` and ``--cfg-options``."""
     if args.no_cpu_accel:
         cfg.cpu_accel = False
     if args.cfg_options is not None:
@@ -120,17 +107,8 @@ def merge_train_args(cfg, args):
 
 
 def get_task(cfg):
-    """Return the config's ``default_scope``, checked against ``TASKS``.
-
-    Args:
-        cfg (Config): The full config.
-
-    Returns:
-        str: ``'mmpretrain'``, ``'mmdet'`` or ``'mmseg'``.
-
-    Raises:
-        ValueError: For another scope.
-    """
+    """The config's ``default_scope``; ValueError if not one of
+    ``TASKS``."""
     task = cfg.get('default_scope')
     if task not in TASKS:
         raise ValueError(f'default_scope must be one of {TASKS} for '
@@ -139,11 +117,8 @@ def get_task(cfg):
 
 
 def enable_visualization(cfg, show_dir):
-    """Turn on the visualization hook, saving drawn images to ``show_dir``.
-
-    ``show_dir`` is made absolute first: the tasks' hooks would otherwise
-    read a relative one differently (mmdet's from ``work_dir/<timestamp>``,
-    mmpretrain's from the current directory).
+    """Turn on the visualization hook, saving drawn images to ``show_dir``
+    (made absolute: mmdet's hook reads a relative one from the work dir).
 
     Args:
         cfg (Config): The full config; changed in place.
@@ -168,13 +143,8 @@ def enable_visualization(cfg, show_dir):
 
 
 def innermost_dataset(dataset_cfg):
-    """Follow ``dataset`` keys of dataset wrappers to the wrapped dataset.
-
-    Args:
-        dataset_cfg (dict): A dataset config.
-
-    Returns:
-        dict: The innermost dataset config (the same object, not a copy).
+    """Follow ``dataset`` keys of dataset wrappers to the wrapped dataset
+    config (the same object, not a copy).
 
     Examples:
         >>> innermost_dataset(dict(type='RepeatDataset', times=2,
@@ -220,20 +190,9 @@ def enable_tta(cfg):
 
 
 def merge_test_args(cfg, args):
-    """Merge the command line of ``tools/test.py`` into the config.
-
-    Args:
-        cfg (Config): The config read from ``args.config``.
-        args (argparse.Namespace): From
-            :func:`mmtnt.engine.cli.parse_test_args`.
-
-    Returns:
-        Config: The updated config.
-
-    Raises:
-        ValueError: When ``--show-dir`` or ``--tta`` does not suit the
-            config (:func:`enable_visualization`, :func:`enable_tta`).
-    """
+    """Merge the command line of ``tools/test.py``
+    (:func:`mmtnt.engine.cli.parse_test_args`) into ``cfg``, and return it;
+    ValueError when ``--show-dir`` or ``--tta`` does not suit the config."""
     set_launcher_and_work_dir(cfg, args)
     cfg.load_from = args.checkpoint
     if args.show_dir is not None:
@@ -251,13 +210,10 @@ TOOLS = dict(
 
 
 def check_run_inputs(cfg, dataloaders, prog):
-    """Stop a tool before it builds the runner when the data of
-    ``dataloaders`` or the checkpoint the runner would load cannot be
-    read: with one line that names the path, not a traceback.
-
-    The checkpoint is that of ``load_from`` or, for ``resume``, the one
-    the runner would resume from (:func:`mmtnt.utils.checkpoint_to_load`);
-    an ``mmtnt://NAME`` one is downloaded now (:mod:`mmtnt.hub`).
+    """Stop a tool before it builds the runner, with one line that names
+    the path, when the data of ``dataloaders`` or the checkpoint the runner
+    would load (:func:`mmtnt.utils.checkpoint_to_load`; an ``mmtnt://NAME``
+    one is downloaded now) cannot be read.
 
     Args:
         cfg (Config): The full config, the command line merged in.
@@ -311,24 +267,22 @@ def load_config(args):
 
 
 def build_runner(cfg):
-    """Build the runner of a config from :func:`load_config`, as both tools
-    run it: a CPU-only distributed run set up first
-    (:func:`mmtnt.utils.setup_cpu_distributed`), and on the CPU the model
-    accelerated (:func:`mmtnt.accel.accelerate_runner`).
+    """Build the runner of a config from :func:`load_config`: a CPU-only
+    distributed run set up first (:func:`mmtnt.utils.setup_cpu_distributed`),
+    on the CPU the model accelerated (:func:`mmtnt.accel.accelerate_runner`).
 
     Args:
         cfg (Config): The full config.
 
     Returns:
-        mmengine.runner.Runner: The runner, ``runner_type`` of the config or
-        mmengine's.
+        mmengine.runner.Runner: The runner (``runner_type`` of the config,
+        else mmengine's).
     """
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
     from ..accel import accelerate_runner
     setup_cpu_distributed(cfg)
-    register_checkpoint_safe_globals()
     if 'runner_type' in cfg:
         runner = RUNNERS.build(cfg)
     else:
@@ -338,14 +292,7 @@ def build_runner(cfg):
 
 
 def build_dump_metric(cfg, out_file):
-    """Build the task's metric that dumps every prediction to ``out_file``.
-
-    Args:
-        cfg (Config): The full config.
-        out_file (str): A ``.pkl`` or ``.pickle`` file.
-
-    Returns:
-        BaseMetric: The dump metric, to append to the test evaluator.
-    """
+    """Build the task's metric that dumps every prediction to ``out_file``
+    (a ``.pkl`` file), to append to the test evaluator."""
     return METRICS.build(
         dict(type=DUMP_METRICS[get_task(cfg)], out_file_path=out_file))

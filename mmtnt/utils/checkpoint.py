@@ -1,19 +1,11 @@
-"""Loading mmengine's checkpoints with ``torch.load(weights_only=True)``.
+"""Checkpoints of mmengine's runner under ``torch.load(weights_only=True)``,
+and a quick check that a file can be a checkpoint at all.
 
-Since PyTorch 2.6 ``torch.load`` only unpickles tensors, containers and
-allowlisted globals by default. A checkpoint written by mmengine's runner
-holds more: numpy arrays and scalars (in ``meta`` and the message hub) and
-the message hub's :class:`HistoryBuffer` objects, which carry their
-statistic functions (``HistoryBuffer.min``, ...), pickled as
+A runner's checkpoint holds numpy arrays and scalars and the message hub's
+:class:`HistoryBuffer` objects, which pickle their statistic functions as
 ``getattr(HistoryBuffer, 'min')``. :func:`register_checkpoint_safe_globals`
-allowlists exactly these, so that resuming works while ``weights_only``
-stays on. ``getattr`` itself is never allowlisted: the name ``getattr`` is
-bound to :func:`history_buffer_attribute`, which only returns those
-statistic functions.
-
-:func:`check_checkpoint_file` tells, before a tool loads a checkpoint,
-whether the file can be one at all (not truncated, not some other file),
-so that the tool can stop with one line instead of torch's traceback.
+allowlists exactly these; ``getattr`` itself never is: its name is bound to
+:func:`history_buffer_attribute`, which returns only those functions.
 """
 import io
 import os.path as osp
@@ -60,12 +52,9 @@ def _numpy_multiarray():
 
 
 def checkpoint_safe_globals():
-    """List the globals that mmengine's checkpoints need, for torch.
-
-    numpy's array and scalar reconstructors are listed under both module
-    paths (``numpy._core`` of numpy 2, ``numpy.core`` of numpy 1), so
-    checkpoints written with either numpy load; the data types are the
-    numeric ones of ``NUMPY_DTYPES`` (no object, string or record types).
+    """List the globals that mmengine's checkpoints need, for torch:
+    numpy's reconstructors under the module paths of numpy 1 and 2, the
+    numeric dtypes of ``NUMPY_DTYPES`` and :class:`HistoryBuffer`.
 
     Returns:
         list: Entries for :func:`torch.serialization.add_safe_globals`:
@@ -87,11 +76,8 @@ def checkpoint_safe_globals():
 
 
 def register_checkpoint_safe_globals():
-    """Let ``torch.load(weights_only=True)`` read mmengine's checkpoints.
-
-    Adds :func:`checkpoint_safe_globals` to torch's allowlist; calling it
-    again is harmless.
-    """
+    """Let ``torch.load(weights_only=True)`` read mmengine's checkpoints
+    (:func:`checkpoint_safe_globals`); calling it again is harmless."""
     torch.serialization.add_safe_globals(checkpoint_safe_globals())
 
 
@@ -137,16 +123,12 @@ def _structure_problem(path):
 def check_checkpoint_file(path):
     """Raise a one-line error if ``path`` cannot be a torch checkpoint.
 
-    The file's structure is read, not its objects: a zip archive (what
-    ``torch.save`` writes) must have its central directory, which is at its
-    end, and hold ``data.pkl``; any other file must begin with the pickled
-    magic number of torch's legacy format (``torch.save(...,
-    _use_new_zipfile_serialization=False)``), whose opcodes are parsed
-    without being run. Tensor bytes are not read, so the check is quick at
-    any size and runs no pickled code; damage inside a file of the right
-    kind (a legacy file cut short, corrupt tensor bytes) is left to the
-    loader. A path with a scheme (``https://``, ...) is left to the loader
-    too.
+    The structure is read, not the objects: a zip archive (``torch.save``)
+    must have its central directory (at its end) and ``data.pkl``; another
+    file must begin with the pickled magic number of torch's legacy format,
+    whose opcodes are parsed without being run. Tensor bytes are not read,
+    so the check is quick and runs no pickled code; damage inside a file of
+    the right kind, and URLs, are left to the loader.
 
     Args:
         path (str | None): A local checkpoint file, a URL, or None (nothing
@@ -184,12 +166,10 @@ def check_checkpoint_file(path):
 
 
 def checkpoint_to_load(cfg):
-    """The checkpoint that mmengine's runner will load for ``cfg``.
-
-    As :meth:`mmengine.runner.Runner.load_or_resume` decides: ``load_from``
-    (resumed from when ``resume`` is set), or with ``resume`` and no
-    ``load_from`` the latest checkpoint that ``work_dir/last_checkpoint``
-    names.
+    """The checkpoint that mmengine's runner will load for ``cfg``, as
+    :meth:`mmengine.runner.Runner.load_or_resume` decides: ``load_from``, or
+    with ``resume`` and no ``load_from`` the one that
+    ``work_dir/last_checkpoint`` names.
 
     Args:
         cfg (Config): The full config, ``work_dir`` set.

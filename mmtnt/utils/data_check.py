@@ -10,15 +10,10 @@ def _is_local(path):
 
 
 def _dataset_paths(dataset_cfg, where):
-    """Yield ``(path, where)`` for every local path a dataset config reads.
-
-    ``data_root`` is yielded as given; ``ann_file`` and the ``data_prefix``
-    entries (a string in mmpretrain, a dict in mmdet and mmseg) are joined
-    with ``data_root`` unless absolute, as mmengine's ``BaseDataset`` does.
-    Dataset wrappers (``ConcatDataset``, ``RepeatDataset``,
-    ``ClassBalancedDataset``, ...) are walked through ``dataset`` and
-    ``datasets``. A dataset with ``download=True`` fetches its own files and
-    is skipped.
+    """Yield ``(path, where)`` for every local path a dataset config reads:
+    ``data_root``, and ``ann_file`` and the ``data_prefix`` entries joined
+    with it as mmengine's ``BaseDataset`` does, through dataset wrappers;
+    datasets with ``download=True`` are skipped.
 
     Args:
         dataset_cfg (dict): A dataset config.
@@ -51,10 +46,8 @@ def _dataset_paths(dataset_cfg, where):
 
 
 def check_data_paths(cfg, dataloaders):
-    """Raise if a path read by the datasets of ``dataloaders`` is missing.
-
-    Meant to run before the runner is built, so that a missing dataset stops
-    a run at once with the path to fix instead of after the model is built.
+    """Raise if a path read by the datasets of ``dataloaders`` is missing,
+    before the runner is built.
 
     Args:
         cfg (Config): The full config.

@@ -1,14 +1,11 @@
 """Distributed runs on machines without CUDA.
 
-mmengine 0.10.7 assumes CUDA in two places of a distributed run: its
-``pytorch`` and ``slurm`` launchers call ``torch.cuda.set_device`` before
-``init_process_group``, and its runner wraps the model in
-``MMDistributedDataParallel(device_ids=[LOCAL_RANK])``, which DDP rejects for
-a module on the CPU. :func:`setup_cpu_distributed` handles both before the
-runner is built: it creates the (gloo) process group itself, which the runner
-then uses instead of initialising its own, and gives the config a
-``model_wrapper_cfg`` whose DDP gets ``device_ids=None``. Where CUDA is
-available it does nothing, so GPU runs go through mmengine unchanged.
+mmengine's ``pytorch`` and ``slurm`` launchers call
+``torch.cuda.set_device``, and its runner wraps the model in
+``MMDistributedDataParallel(device_ids=[LOCAL_RANK])``, which DDP rejects
+for a module on the CPU. :func:`setup_cpu_distributed` creates the gloo
+process group itself, which the runner then uses, and gives DDP
+``device_ids=None``; where CUDA is available it does nothing.
 """
 import datetime
 import os
@@ -27,12 +24,9 @@ GLOO_DRAIN_SECONDS = 0.1
 
 
 def _export_slurm_env(default_port=29500):
-    """Translate slurm's variables into those of ``env://`` initialisation.
-
-    Mirrors mmengine's slurm launcher: rank and world size come from
-    ``SLURM_PROCID``/``SLURM_NTASKS``, the master is the first host of
-    ``SLURM_NODELIST`` unless ``MASTER_ADDR`` is set, the port is
-    ``MASTER_PORT`` or ``default_port``.
+    """Translate slurm's variables into those of ``env://`` initialisation,
+    as mmengine's slurm launcher does: the master is the first host of
+    ``SLURM_NODELIST`` unless ``MASTER_ADDR`` is set.
 
     Args:
         default_port (int): Port used when ``MASTER_PORT`` is not set.
@@ -71,13 +65,10 @@ def init_cpu_process_group(launcher, timeout=None):
 
 
 def cpu_model_wrapper_cfg(cfg):
-    """Return ``cfg.model_wrapper_cfg`` made fit for a module on the CPU.
-
-    Without a ``model_wrapper_cfg`` the runner builds
-    ``MMDistributedDataParallel(broadcast_buffers=False,
-    find_unused_parameters=cfg.find_unused_parameters)``; the same is
-    returned here. A DDP-based wrapper gets ``device_ids=None``, which stops
-    the runner from adding ``device_ids=[LOCAL_RANK]``.
+    """Return ``cfg.model_wrapper_cfg`` (or the runner's default wrapper)
+    made fit for a module on the CPU: a DDP-based wrapper gets
+    ``device_ids=None``, which stops the runner from adding
+    ``device_ids=[LOCAL_RANK]``.
 
     Args:
         cfg (Config): The full config.
@@ -98,12 +89,9 @@ def cpu_model_wrapper_cfg(cfg):
 
 
 def setup_cpu_distributed(cfg):
-    """Prepare a distributed run on a machine without CUDA.
-
-    Does nothing for ``cfg.launcher == 'none'`` or when CUDA is available.
-    Otherwise initialises a gloo process group (the runner then skips its own
-    initialisation) and sets ``cfg.model_wrapper_cfg`` by
-    :func:`cpu_model_wrapper_cfg`.
+    """Prepare a distributed run on a machine without CUDA: a gloo process
+    group and :func:`cpu_model_wrapper_cfg`. Does nothing for
+    ``cfg.launcher == 'none'`` or when CUDA is available.
 
     Args:
         cfg (Config): The full config, with ``launcher`` set; changed in
@@ -124,14 +112,10 @@ def shutdown_cpu_distributed():
     group (GPU and single-process runs) it does nothing.
 
     gloo's worker threads drop the tensors of a finished collective after
-    the caller has been told it finished. When those tensors were made in
-    Python (mmengine's object collectives), dropping them takes the GIL; at
-    interpreter exit a thread that asks for the GIL is terminated, and a
-    gloo worker terminated there aborts the process (SIGABRT, "terminate
-    called without an active exception") after the run's results have been
-    written. The barrier and a short sleep release the GIL, so the workers
-    finish first; the sleep covers a worker the scheduler has not run
-    during the barrier (2 CPU cores shared by two ranks).
+    the caller has been told it finished, which takes the GIL for tensors
+    made in Python; a worker terminated at interpreter exit aborts the
+    process (SIGABRT). The barrier and a short sleep let the workers finish
+    first.
     """
     if not is_distributed() or torch_dist.get_backend() != 'gloo':
         return
