@@ -92,12 +92,11 @@ def model_config(model, pretrained=False):
         >>> config.default_scope, checkpoint
         ('mmpretrain', 'mmtnt://twins-svt-small_8xb128_in1k')
     """
+    published = None
     if isinstance(model, Config):
         config = copy.deepcopy(model)
-        published = None
     elif Path(str(model)).suffix == '.py':
         config = Config.fromfile(model)
-        published = None
     elif isinstance(model, str):
         entry = find_model(model)
         if entry is None:
@@ -120,10 +119,8 @@ def init_model(config, checkpoint=None, init_weights=False):
     """Build the model of a config with its weights: the one builder
     behind :func:`get_model` and :func:`mmtnt.deploy.build_model`.
 
-    The registries look names up in the config's ``default_scope`` during
-    the build only: no default scope is left behind. As in mmengine's
-    Runner, a top-level ``data_preprocessor`` is the model's unless the
-    model names its own; ``config`` is not changed.
+    Built under the config's ``default_scope``, none left behind; a
+    top-level ``data_preprocessor`` is the model's, as in mmengine's Runner.
 
     Args:
         config (Config): A config whose ``default_scope`` is

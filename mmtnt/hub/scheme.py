@@ -35,10 +35,6 @@ def prepare_checkpoint(checkpoint):
     Args:
         checkpoint (str | None): What the runner will load.
 
-    Raises:
-        CheckpointFileError: For a local file that cannot be a checkpoint.
-        HubError: For a published checkpoint that cannot be fetched.
-
     Examples:
         >>> from mmtnt.hub import prepare_checkpoint
         >>> prepare_checkpoint(None)  # nothing to load, nothing to check
