@@ -6,7 +6,8 @@ TNT and Twins (``model.safetensors`` on the Hugging Face hub, and ``.pth``),
 the official TNT ``.pth.tar`` and an mmseg Twins UperNet. Nothing is
 downloaded from the internet. Also here: the hashes the server announces,
 every failure as one :class:`~mmtnt.hub.HubError`, and the cache's checks
-(damaged entries, keys, stale temporary folders, synced writes).
+(damaged entries, one hash per process, keys, stale temporary folders,
+synced writes).
 test_hub_dist.py runs two ranks against one cold cache.
 """
 import argparse
