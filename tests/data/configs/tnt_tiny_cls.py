@@ -2,21 +2,11 @@
 # tools/. Data: mmpretrain's CustomDataset layout (one folder per class) in
 # `train` and `val` under `data_root`; the tests write the images and point
 # `data_root` at them, and leave it as is to test the missing-dataset error.
+_base_ = './tnt_tiny_base.py'
 default_scope = 'mmpretrain'
 
 model = dict(
     type='ImageClassifier',
-    backbone=dict(
-        type='mmtnt.TNT',
-        arch=dict(
-            embed_dims_outer=32,
-            embed_dims_inner=8,
-            num_layers=2,
-            num_heads_outer=2,
-            num_heads_inner=2),
-        img_size=32,
-        patch_size=8,
-        first_stride=2),
     neck=None,
     head=dict(
         type='LinearClsHead',
@@ -31,23 +21,16 @@ data_preprocessor = dict(
 data_root = 'data/mmtnt_tiny_cls'
 # No random transform: a resumed run must redo exactly what was lost.
 pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
+dataset = dict(type='CustomDataset', data_root=data_root, pipeline=pipeline)
 train_dataloader = dict(
     batch_size=4,
     num_workers=0,
-    dataset=dict(
-        type='CustomDataset',
-        data_root=data_root,
-        data_prefix='train',
-        pipeline=pipeline),
+    dataset=dict(dataset, data_prefix='train'),
     sampler=dict(type='DefaultSampler', shuffle=True))
 val_dataloader = dict(
     batch_size=4,
     num_workers=0,
-    dataset=dict(
-        type='CustomDataset',
-        data_root=data_root,
-        data_prefix='val',
-        pipeline=pipeline),
+    dataset=dict(dataset, data_prefix='val'),
     sampler=dict(type='DefaultSampler', shuffle=False))
 val_evaluator = dict(type='Accuracy', topk=(1, ))
 test_dataloader = val_dataloader
@@ -65,19 +48,8 @@ test_cfg = dict()
 auto_scale_lr = dict(base_batch_size=4)
 
 default_hooks = dict(
-    timer=dict(type='IterTimerHook'),
-    logger=dict(type='LoggerHook', interval=1),
-    param_scheduler=dict(type='ParamSchedulerHook'),
     checkpoint=dict(type='CheckpointHook', interval=1, save_best='auto'),
-    sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='VisualizationHook', enable=False))
-env_cfg = dict(
-    cudnn_benchmark=False,
-    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-    dist_cfg=dict(backend='nccl'))
 visualizer = dict(
     type='UniversalVisualizer', vis_backends=[dict(type='LocalVisBackend')])
-log_level = 'INFO'
-load_from = None
-resume = False
 randomness = dict(seed=0, deterministic=True)

@@ -2,6 +2,7 @@
 # for the tests of tools/ with mmseg as the default scope. Data: mmseg's
 # BaseSegDataset layout, `img/*.png` and `ann/*.png` (label maps) under
 # `data_root`; the tests write them and point `data_root` at them.
+_base_ = './tnt_tiny_base.py'
 default_scope = 'mmseg'
 
 data_preprocessor = dict(
@@ -15,19 +16,7 @@ data_preprocessor = dict(
 model = dict(
     type='EncoderDecoder',
     data_preprocessor=data_preprocessor,
-    backbone=dict(
-        type='mmtnt.TNT',
-        arch=dict(
-            embed_dims_outer=32,
-            embed_dims_inner=8,
-            num_layers=2,
-            num_heads_outer=2,
-            num_heads_inner=2),
-        img_size=32,
-        patch_size=8,
-        first_stride=2,
-        out_indices=(1, ),
-        out_type='featmap'),
+    backbone=dict(out_indices=(1, ), out_type='featmap'),
     decode_head=dict(
         type='FCNHead',
         in_channels=32,
@@ -78,20 +67,9 @@ val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
 
 default_hooks = dict(
-    timer=dict(type='IterTimerHook'),
-    logger=dict(type='LoggerHook', interval=1),
-    param_scheduler=dict(type='ParamSchedulerHook'),
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=2),
-    sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='SegVisualizationHook', interval=1))
-env_cfg = dict(
-    cudnn_benchmark=False,
-    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-    dist_cfg=dict(backend='nccl'))
 visualizer = dict(
     type='SegLocalVisualizer', vis_backends=[dict(type='LocalVisBackend')])
 log_processor = dict(by_epoch=False)
-log_level = 'INFO'
-load_from = None
-resume = False
 randomness = dict(seed=0)
