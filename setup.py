@@ -75,7 +75,9 @@ setup(
     long_description=(ROOT / 'README.md').read_text(encoding='utf-8'),
     long_description_content_type='text/markdown',
     license='Apache License 2.0',
-    packages=find_packages(exclude=('configs', 'tools', 'tests', 'demo')),
+    packages=find_packages(
+        exclude=('configs', 'tools', 'tests', 'demo', 'benchmarks',
+                 'benchmarks.*')),
     package_data={
         'mmtnt': [
             '.mim/model-index.yml',

@@ -17,6 +17,9 @@ import torch  # noqa: E402
 
 # Tests run the helpers next to them (``equivalence``) as plain modules.
 sys.path.insert(0, os.path.dirname(__file__))
+# ``benchmarks`` lives at the repository root, outside the installed package.
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 # Keep timings comparable and runs reproducible on the 2-core CI machine.
 torch.set_num_threads(
     1 if XDIST_WORKER else max(1, min(2, os.cpu_count() or 1)))

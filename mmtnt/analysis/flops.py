@@ -1,29 +1,16 @@
 """Count the parameters and FLOPs (MACs) of the model of any config.
 
-The config's ``default_scope`` decides the task and the model's forward:
+The config's ``default_scope`` decides the forward counted: a classifier's
+logits on the test crop; a detector's ``'tensor'`` forward (with the RPN's
+proposals) on 800x1280, the "1280x800" of mmdet's figures; a segmentor's
+``'tensor'`` forward without the auxiliary head on the 512x512 ADE20K
+crop. Dense inputs are padded to the data preprocessor's size divisor.
 
-- ``mmpretrain``: the whole classifier (backbone, neck, head), called in
-  ``'tensor'`` mode (it returns the logits), on the test pipeline's crop
-  (224, 256 for PyramidTNT-S/M/B, 192 for PyramidTNT-Ti);
-- ``mmdet``: the detector's ``'tensor'`` forward (backbone, neck, heads
-  without post-processing, but with the RPN's proposals for two-stage
-  detectors) on an 800x1280 (H x W) input, the "1280x800" of mmdet's
-  FLOPs figures;
-- ``mmseg``: the segmentor's ``'tensor'`` forward (backbone, neck, decode
-  head; the auxiliary head, used in training only, is dropped) on a 512x512
-  input, the ADE20K crop.
-
-Detection and segmentation inputs are padded to the data preprocessor's
-size divisor, as in testing.
-
-The counter is mmengine's :class:`~mmengine.analysis.FlopAnalyzer`: it
-traces the forward with ``torch.jit`` and counts the recorded operators
-with fvcore's rules, one fused multiply-add as one FLOP, so its "FLOPs"
-are MACs, the unit of the TNT, PyramidTNT and Twins papers' figures. It
-has no rule for ``aten::scaled_dot_product_attention`` (all mmtnt
-attention runs through it): :func:`flop_analyzer` adds one (``q @ k^T``
-and ``attn @ v``), so the attention matmuls are counted. Element-wise
-operators (additions, activations, softmax, pooling) are not counted.
+The counter is mmengine's :class:`~mmengine.analysis.FlopAnalyzer`
+(``torch.jit`` trace, fvcore's rules, one multiply-add as one FLOP: its
+"FLOPs" are MACs, the unit of the papers). :func:`flop_analyzer` adds the
+rule it lacks for ``aten::scaled_dot_product_attention``, through which
+all of mmtnt's attention runs. Element-wise operators are not counted.
 
 Examples:
     >>> from mmtnt.analysis.flops import analyze, load_config
@@ -39,9 +26,10 @@ import torch.nn as nn
 from mmengine.analysis import FlopAnalyzer, parameter_count
 from mmengine.analysis.jit_handles import get_shape
 from mmengine.config import Config
+from mmengine.hub import get_config
 from mmengine.model import revert_sync_batchnorm
 
-from mmtnt.hub import index_file
+from mmtnt.hub import model_index
 
 TASK_NAMES = dict(
     mmpretrain='classification', mmdet='detection', mmseg='segmentation')
@@ -49,24 +37,20 @@ TASK_NAMES = dict(
 DEFAULT_SHAPES = dict(
     mmdet=((800, 1280), 'the 1280x800 of mmdet\'s FLOPs figures'),
     mmseg=((512, 512), 'the ADE20K crop'))
-# The operator whose MACs are the attention products: every attention of
-# mmtnt's three families calls F.scaled_dot_product_attention
-# (mmtnt.models.layers.attention); none multiplies q and k explicitly.
+# The operator of all of mmtnt's attention products.
 ATTENTION_OP = 'scaled_dot_product_attention'
-# The row of the parts table for operators outside every part: the trace
-# scopes an operator by the innermost module whose __call__ runs it, so the
-# operators of a method called directly (mmseg calls
-# ``decode_head.forward(x)``, whose own resizing then counts for the
-# segmentor) fall on the model itself.
+# The row of the operators outside every part: the trace puts those of a
+# method called without __call__ (mmseg's ``decode_head.forward``) on the
+# model itself.
 REST = '(model itself)'
+# The short names of the architectures, as the arch_zoo aliases spell them.
+ARCH_LETTERS = dict(tiny='ti', small='s', medium='m', base='b', large='l')
 
 
 def sdpa_flop_jit(inputs, outputs):
     """MACs of ``aten::scaled_dot_product_attention``: ``q @ k^T`` and
-    ``attn @ v``, each ``batch * heads * Nq * Nk * d``.
-
-    The scaling, the mask and the softmax are element-wise and, as for
-    every element-wise operator of the counter, not counted.
+    ``attn @ v``, each ``batch * heads * Nq * Nk * d`` (the scaling, mask
+    and softmax are element-wise, not counted).
 
     Args:
         inputs (list[torch._C.Value]): The traced inputs: query
@@ -142,66 +126,88 @@ class TensorForward(nn.Module):
         return self.model(inputs, self.data_samples, mode='tensor')
 
 
-def package_config(path):
-    """The file of one of mmtnt's configs.
+def load_config(name, cfg_options=None, scopes=tuple(TASK_NAMES)):
+    """Read a config and check that its task is one of ``scopes``.
 
     Args:
-        path (str): Relative to the repository, e.g.
-            ``'configs/tnt/tnt-s-p16_16xb64_in1k.py'``.
-
-    Returns:
-        str: The file in the source tree, or in an installed package's
-        ``.mim`` folder (where its model index lies,
-        :func:`mmtnt.hub.index_file`).
-
-    Examples:
-        >>> package_config('configs/tnt/tnt-s-p16_16xb64_in1k.py')
-        ... # doctest: +SKIP
-        '/src/mmtnt/configs/tnt/tnt-s-p16_16xb64_in1k.py'
-    """
-    return osp.join(osp.dirname(index_file()), path)
-
-
-def load_config(path, cfg_options=None):
-    """Read a config and check that its task is known.
-
-    Args:
-        path (str): The config file.
+        name (str): A config file, or ``package::path`` of an installed
+            OpenMMLab package's config (mmengine's ``get_config``).
         cfg_options (dict, optional): Settings merged into it.
+        scopes (Sequence[str]): The ``default_scope`` values accepted.
+            Defaults to those of :data:`TASK_NAMES`.
 
     Returns:
         Config: The config.
 
     Raises:
-        SystemExit: With one line, if the file is missing or its
-            ``default_scope`` is none of :data:`TASK_NAMES`.
+        SystemExit: A missing config, or another ``default_scope``.
 
     Examples:
         >>> load_config('configs/tnt/tnt-s-p16_16xb64_in1k.py').default_scope
         'mmpretrain'
     """
-    if not osp.isfile(path):
-        raise SystemExit(f'get_flops.py: config file not found: {path}')
-    cfg = Config.fromfile(path)
+    if '::' in name:
+        try:
+            cfg = get_config(name)
+        except (FileNotFoundError, ValueError) as error:
+            raise SystemExit(f'config not found: {name} ({error})')
+    elif osp.isfile(name):
+        cfg = Config.fromfile(name)
+    else:
+        raise SystemExit(f'config file not found: {name}')
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     scope = cfg.get('default_scope')
-    if scope not in TASK_NAMES:
-        raise SystemExit(f'get_flops.py: default_scope of {path} must be one '
-                         f'of {sorted(TASK_NAMES)}, got {scope!r}.')
+    if scope not in scopes:
+        raise SystemExit(f'{name}: its default_scope {scope!r} is none of '
+                         f'{sorted(scopes)}.')
     return cfg
 
 
+def imagenet_variants():
+    """The ImageNet-1k classifiers of mmtnt's model index, one per
+    backbone architecture (the first config of each).
+
+    Returns:
+        dict: Short name (``'tnt-s'``, ``'pyramidtnt-ti'``, ``'svt-b'``)
+        -> ``label`` (``'TNT-S'``), ``config`` (its file), ``backbone``
+        (``type`` and ``arch``, and ``img_size`` where the config's
+        backbone takes one) and ``side`` (the test crop).
+
+    Examples:
+        >>> variants = imagenet_variants()
+        >>> variants['pyramidtnt-ti']['label'], variants['pyramidtnt-ti'][
+        ...     'side']
+        ('PyramidTNT-Ti', 192)
+    """
+    variants = {}
+    for entry in model_index().values():
+        if entry['tasks'] != ['Image Classification']:
+            continue
+        cfg = Config.fromfile(entry['config'])
+        kind = cfg.model.backbone.type.split('.')[-1]
+        arch = ARCH_LETTERS.get(cfg.model.backbone.arch,
+                                cfg.model.backbone.arch)
+        backbone = dict(type=cfg.model.backbone.type, arch=arch)
+        if 'img_size' in cfg.model.backbone:
+            backbone['img_size'] = cfg.model.backbone.img_size
+        variants.setdefault(
+            f'{kind.lower()}-{arch}',
+            dict(
+                label=f'{kind}-{arch.capitalize()}',
+                config=entry['config'],
+                backbone=backbone,
+                side=default_shape(cfg)[0][0]))
+    return variants
+
+
 def build_eval_model(cfg):
-    """The config's model, on the CPU, in eval mode, inference heads only.
+    """The config's model (:func:`mmtnt.apis.init_model`) on the CPU, in
+    eval mode, SyncBN layers replaced by BatchNorm, mmseg's auxiliary head
+    dropped.
 
     Args:
         cfg (Config): The full config.
-
-    Returns:
-        nn.Module: The model, built by :func:`mmtnt.apis.init_model` under
-        the config's ``default_scope`` (none is left behind), SyncBN layers
-        replaced by BatchNorm and mmseg's auxiliary head dropped.
 
     Examples:
         >>> model = build_eval_model(
@@ -218,53 +224,35 @@ def build_eval_model(cfg):
     return model
 
 
-def pipeline_crop(cfg):
-    """The square side a classification config's test pipeline crops to.
+def default_shape(cfg):
+    """The test input (H, W) of a config, and where it comes from.
 
     Args:
         cfg (Config): The full config.
 
     Returns:
-        int | None: The last ``crop_size`` (or ``scale`` of a resize) of the
-        test (else val) pipeline; None if there is none.
+        tuple[tuple[int, int], str]: The shape and its source: for a
+        classifier the last square ``crop_size`` (or ``scale``) of the test
+        (else val) pipeline, else the backbone's ``img_size``, else 224;
+        for a detector or segmentor :data:`DEFAULT_SHAPES`.
 
     Examples:
-        >>> pipeline_crop(load_config(
+        >>> default_shape(load_config(
         ...     'configs/pyramid_tnt/pyramid-tnt-ti_8xb128_in1k-192px.py'))
-        192
+        ((192, 192), "the test pipeline's crop")
     """
+    if cfg.default_scope in DEFAULT_SHAPES:
+        return DEFAULT_SHAPES[cfg.default_scope]
     for loader in ('test_dataloader', 'val_dataloader'):
         dataset = cfg.get(loader, {}).get('dataset', {})
         while 'dataset' in dataset:
             dataset = dataset['dataset']
         for transform in reversed(dataset.get('pipeline', [])):
             size = transform.get('crop_size', transform.get('scale'))
-            if isinstance(size, int):
-                return size
             if isinstance(size, (tuple, list)) and len(set(size)) == 1:
-                return size[0]
-    return None
-
-
-def default_shape(cfg):
-    """The default input (H, W) of a config, and where it comes from.
-
-    Args:
-        cfg (Config): The full config.
-
-    Returns:
-        tuple[tuple[int, int], str]: The shape and its source.
-
-    Examples:
-        >>> default_shape(load_config('configs/tnt/tnt-s-p16_16xb64_in1k.py'))
-        ((224, 224), "the test pipeline's crop")
-    """
-    scope = cfg.default_scope
-    if scope in DEFAULT_SHAPES:
-        return DEFAULT_SHAPES[scope]
-    side = pipeline_crop(cfg)
-    if side is not None:
-        return (side, side), 'the test pipeline\'s crop'
+                size = size[0]
+            if isinstance(size, int):
+                return (size, size), 'the test pipeline\'s crop'
     side = cfg.model.get('backbone', {}).get('img_size')
     if isinstance(side, int):
         return (side, side), 'the backbone\'s img_size'
@@ -272,14 +260,9 @@ def default_shape(cfg):
 
 
 def size_divisor(cfg):
-    """The divisor the data preprocessor pads test images to (1 if none).
-
-    Args:
-        cfg (Config): The full config.
-
-    Returns:
-        int: ``pad_size_divisor`` (mmdet, mmpretrain) or ``size_divisor``
-        (mmseg, also under the preprocessor's ``test_cfg``).
+    """The divisor the data preprocessor pads test images to (1 if none):
+    ``pad_size_divisor`` (mmdet, mmpretrain) or ``size_divisor`` (mmseg,
+    also under the preprocessor's ``test_cfg``).
 
     Examples:
         >>> size_divisor(load_config(
@@ -296,15 +279,9 @@ def size_divisor(cfg):
 
 
 def data_samples(scope, shape, padded):
-    """Data samples of one image for the models' ``'tensor'`` forward.
-
-    Args:
-        scope (str): The config's ``default_scope``.
-        shape (tuple[int, int]): The image (H, W).
-        padded (tuple[int, int]): The batch (H, W) after padding.
-
-    Returns:
-        list | None: One sample for detection and segmentation, else None.
+    """Data samples of one image of ``shape`` padded to ``padded`` for the
+    ``'tensor'`` forward of a detector or a segmentor (``scope``); None for
+    a classifier.
 
     Examples:
         >>> data_samples('mmdet', (100, 150), (128, 160))[0].pad_shape

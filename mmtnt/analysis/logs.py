@@ -1,10 +1,7 @@
 """Curves and iteration times of training runs, from the scalar logs
 mmengine writes (``<work_dir>/<timestamp>/vis_data/scalars.json``: one JSON
 object a line; training lines carry ``iter``, validation lines only
-``step``, the epoch or iteration they ran at).
-
-:func:`main` is the command line of
-``tools/analysis_tools/analyze_logs.py``.
+``step``).
 
 Examples:
     >>> from mmtnt.analysis import logs
@@ -12,7 +9,6 @@ Examples:
     >>> fig = logs.draw_curves(runs, ['demo'], ['loss', 'accuracy/top1'])
     >>> fig.savefig('curves.png')  # doctest: +SKIP
 """
-import argparse
 import glob
 import json
 import os.path as osp
@@ -66,17 +62,9 @@ def load_scalars(path):
 
 
 def curve(records, key):
-    """The (x, y) points of ``key`` in ``records``: x is the iteration of a
-    training line, the ``step`` of a validation line.
-
-    Args:
-        records (list[dict]): Training or validation records
-            (:func:`load_scalars`).
-        key (str): A logged key.
-
-    Returns:
-        tuple[list, list]: The x and y values of the records that log
-        ``key``.
+    """The x and y values of ``key`` in the training or validation
+    ``records`` that log it: x is the iteration of a training line, the
+    ``step`` of a validation line.
 
     Examples:
         >>> curve([dict(loss=1.0, iter=5, step=5), dict(lr=0.1, iter=10,
@@ -89,11 +77,8 @@ def curve(records, key):
 
 
 def panels(runs, keys):
-    """The panels to draw: one per key and split that logs it.
-
-    A key that training and validation records both log (``time``,
-    ``data_time``) measures different things in each, counted along
-    different x axes (iterations, epochs): it gets a panel per split.
+    """The panels to draw: one per key and split that logs it (``time``
+    of training and of validation are two panels).
 
     Args:
         runs (list[tuple[list[dict], list[dict]]]): The training and
@@ -219,62 +204,3 @@ def cal_train_time(args):
               f'over {len(times)} logged intervals\n'
               f'  slowest: {max(times):.4f} s, fastest: {min(times):.4f} s, '
               f'std: {statistics.pstdev(times):.4f} s')
-
-
-def parse_args(argv=None):
-    """Parse ``plot_curve LOG... --keys ... --out PNG`` or
-    ``cal_train_time LOG...``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The arguments; ``task`` names the subcommand.
-    """
-    parser = argparse.ArgumentParser(
-        description='Plot curves or time iterations of mmengine logs.')
-    sub = parser.add_subparsers(dest='task', required=True)
-    plot = sub.add_parser('plot_curve', help='plot keys against iterations')
-    plot.add_argument('logs', nargs='+', help='scalars.json files or work '
-                      'directories')
-    plot.add_argument(
-        '--keys', nargs='+', default=['loss'],
-        help='logged keys, e.g. loss lr accuracy/top1 coco/bbox_mAP mIoU')
-    plot.add_argument('--legend', nargs='+', help='a name per log')
-    plot.add_argument('--title', help='the figure title')
-    plot.add_argument('--out', required=True, help='the PNG to write')
-    timing = sub.add_parser(
-        'cal_train_time', help='mean time of a training iteration')
-    timing.add_argument('logs', nargs='+', help='scalars.json files or work '
-                        'directories')
-    timing.add_argument(
-        '--include-first', action='store_true',
-        help='count the first logged interval (warm-up) too')
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    """The command line of ``tools/analysis_tools/analyze_logs.py``:
-    ``plot_curve`` (:func:`plot_curve`) or ``cal_train_time``
-    (:func:`cal_train_time`).
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Raises:
-        SystemExit: With one line when a log is missing, holds no key asked
-            for or no iteration times, or ``--legend`` does not name every
-            log.
-
-    Examples:
-        >>> main(['cal_train_time', 'work_dirs/demo'])  # doctest: +SKIP
-        work_dirs/demo/20250101_120000/vis_data/scalars.json
-          mean iteration time: ... s over ... logged intervals
-          slowest: ... s, fastest: ... s, std: ... s
-    """
-    args = parse_args(argv)
-    try:
-        {'plot_curve': plot_curve, 'cal_train_time': cal_train_time}[
-            args.task](args)
-    except FileNotFoundError as error:
-        raise SystemExit(f'Error: {error}')

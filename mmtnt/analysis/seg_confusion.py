@@ -2,17 +2,11 @@
 the zero label, as ADE20K's and mmtnt's demo configs do (the work of
 ``tools/analysis_tools/seg_confusion_matrix.py``).
 
-mmseg 1.2's ``tools/analysis_tools/confusion_matrix.py`` (``mim run mmseg
-confusion_matrix``) fails on them: it reads the class names from the dataset
-class (``METAINFO``), which ``BaseSegDataset`` leaves empty when the config
-gives them (``KeyError: 'classes'``), and with ``reduce_zero_label=True`` it
-lowers the labels the test pipeline has already lowered, while the
-predictions that ``IoUMetric(output_dir=...)`` writes are raised by one
-(open-mmlab/mmsegmentation#1687). :func:`main` runs mmseg's own
-``calculate_confusion_matrix`` and ``plot_confusion_matrix``, with the same
-arguments, on the labels and predictions in the same range. mmseg ships
-those functions only inside that script (under ``mmseg/.mim``, which is no
-package), so :func:`load_upstream` loads it from its file.
+mmseg's ``confusion_matrix.py`` reads the class names from the dataset
+class, empty when the config gives them, and lowers labels the test
+pipeline has lowered already (open-mmlab/mmsegmentation#1687). :func:`main`
+runs its own functions, loaded from the script's file
+(:func:`load_upstream`), on labels and predictions in the same range.
 
 Examples:
     >>> upstream = load_upstream()

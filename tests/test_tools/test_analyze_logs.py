@@ -1,5 +1,5 @@
-"""tools/analysis_tools/analyze_logs.py (mmtnt.analysis.logs) on the log of
-a short training run (4 epochs, validation after each)."""
+"""tools/analysis_tools/analyze_logs.py (mmtnt.analysis.logs and cli) on
+the log of a short training run (4 epochs, validation after each)."""
 import json
 import re
 
@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 from tool_utils import run_tool
 
-from mmtnt.analysis.logs import draw_curves, load_scalars, main
+from mmtnt.analysis.cli import analyze_logs as main
+from mmtnt.analysis.logs import draw_curves, load_scalars
 
 ANALYZE = 'analysis_tools/analyze_logs.py'
 

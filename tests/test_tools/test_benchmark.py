@@ -1,17 +1,23 @@
-"""tools/analysis_tools/benchmark.py (mmtnt.analysis.benchmark): tables,
-peers, memory, bad input."""
+"""benchmarks.benchmark and benchmarks.measure: the tables and their ratios
+on known timings, the measuring core, the memory of a train step, bad
+input, and one small run of the command line."""
+import argparse
+import importlib
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from tool_utils import REPO, run_tool
+import torch
+from tool_utils import REPO
 
-from mmtnt.analysis.benchmark import main as benchmark_main
+from benchmarks import benchmark, measure
+from benchmarks.benchmark import main as benchmark_main
+from benchmarks.variants import Benchmark
 
-BENCHMARK = 'analysis_tools/benchmark.py'
-QUICK = ('--img-size', '64', '--batch-size', '1', '--rounds', '2',
-         '--warmup', '0', '--threads', '1')
+COMMANDS = ('benchmark', 'gpu_benchmark', 'dense_benchmark',
+            'attention_routes', 'onnx_benchmark', 'int8_benchmark',
+            'mask_rcnn_onnx_benchmark')
 
 
 def table_rows(stdout):
@@ -21,71 +27,86 @@ def table_rows(stdout):
             for line in lines[1:]]
 
 
-def test_compare_prints_every_peer_with_ratios_and_flops():
-    result = run_tool(BENCHMARK, 'svt-s', '--compare', '--modes', 'forward',
-                      'train', 'memory', *QUICK)
-    assert result.returncode == 0
-    rows = table_rows(result.stdout)
-    assert [row[1] for row in rows] == ['mmtnt', 'mmtnt-plain', 'timm',
-                                        'mmpretrain', 'mmseg']
-    assert 'mmtnt with the CPU accelerator' in result.stdout
-    for row in rows:
-        forward, forward_flops, _, train, train_flops, _, memory, _ = row[2:]
-        assert float(forward.split()[0]) > 0
-        assert float(train.split()[0]) > 0
-        assert float(memory.split()[0]) > 0
-        # GFLOP/s and the fraction of the matmul peak.
-        assert forward_flops.endswith('%)') and train_flops.endswith('%)')
-    for peer in rows[1:]:
-        for cell in (peer[4], peer[7], peer[9]):
-            assert float(cell.split()[0]) > 0
-    assert 'matmul peak' in result.stdout
-    assert 'malloc gives freed memory back at once' in result.stdout
+class ScriptedModel(torch.nn.Linear):
+    """A model whose runners return ``seconds``, one value a call."""
+
+    def __init__(self, seconds):
+        super().__init__(1, 1)
+        self.seconds = seconds
 
 
-def test_no_cpu_accel_runs_the_plain_backbone():
-    result = run_tool(BENCHMARK, 'svt-s', '--compare', '--impls', 'mmtnt',
-                      'mmtnt-plain', 'timm', '--modes', 'forward',
-                      '--no-flops', '--no-cpu-accel', *QUICK)
-    assert result.returncode == 0
-    assert [row[1] for row in table_rows(result.stdout)] == ['mmtnt', 'timm']
-    assert 'mmtnt without the CPU accelerator' in result.stdout
+def scripted_runner(mode, model, images, labels, autocast, optimizer=None):
+    seconds = iter(model.seconds[mode])
+    return lambda: next(seconds)
 
 
-def test_default_malloc_is_said():
-    result = run_tool(BENCHMARK, 'svt-s', '--modes', 'forward',
-                      '--default-malloc', '--no-flops', *QUICK)
-    assert result.returncode == 0
-    assert "glibc's default malloc" in result.stdout
-    result = run_tool(BENCHMARK, 'svt-s', '--modes', 'forward', '--no-flops',
-                      *QUICK)
-    assert 'malloc keeps freed memory' in result.stdout
+@pytest.fixture
+def scripted(monkeypatch):
+    """mmtnt and timm with known seconds per round; mmseg missing."""
+    models = dict(
+        mmtnt=ScriptedModel(dict(forward=[0.5, 0.25], train=[1., 2.])),
+        timm=ScriptedModel(dict(forward=[1., 1.], train=[1., 8.])))
+    monkeypatch.setattr(
+        benchmark, 'build_candidates', lambda *args, **kwargs:
+        (models, dict(mmseg='ImportError: no mmseg')))
+    monkeypatch.setattr(benchmark, 'step_runner', scripted_runner)
 
 
-def test_config_finds_the_variants_peers():
-    result = run_tool(BENCHMARK,
-                      'configs/twins/twins-pcpvt-small_8xb128_in1k.py',
-                      '--compare', '--impls', 'mmtnt', 'timm', '--modes',
-                      'forward', '--no-flops', *QUICK)
-    assert result.returncode == 0
-    rows = table_rows(result.stdout)
-    assert [row[1] for row in rows] == ['mmtnt', 'timm']
-    assert rows[0][0] == 'twins-pcpvt-small_8xb128_in1k (64x64)'
+def test_rows_give_medians_and_per_round_ratios(scripted, capsys):
+    benchmark_main([
+        'svt-s', '--compare', '--img-size', '32', '--batch-size', '2',
+        '--rounds', '2', '--warmup', '0', '--no-flops', '--default-malloc',
+        '--threads', str(torch.get_num_threads())
+    ])
+    out = capsys.readouterr().out
+    assert 'svt-s: mmseg skipped (ImportError: no mmseg)' in out
+    header, *_ = [line for line in out.splitlines() if line.startswith('| ')]
+    assert header == ('| model | impl | forward | GFLOP/s (of peak) | time '
+                      'peer/mmtnt | train step | GFLOP/s (of peak) | time '
+                      'peer/mmtnt |')
+    # forward: 2 images / median(0.5, 0.25) s; timm / mmtnt per round:
+    # 2 and 4. train: medians 1.5 s and 4.5 s; ratios 1 and 4.
+    assert table_rows(out) == [
+        ['svt-s (32x32)', 'mmtnt', '5.3 img/s', '-', '-', '1500 ms', '-',
+         '-'],
+        ['svt-s (32x32)', 'timm', '2.0 img/s', '-', '3.00 (2.00-4.00)',
+         '4500 ms', '-', '2.50 (1.00-4.00)'],
+    ]
 
 
-def test_amp_speedup_times_both_precisions():
-    result = run_tool(BENCHMARK, 'pcpvt-s', '--amp-speedup', '--compare',
-                      '--impls', 'mmtnt', 'timm', *QUICK)
-    assert result.returncode == 0
-    assert 'autocast torch.bfloat16 against float32' in result.stdout
-    rows = table_rows(result.stdout)
-    assert [row[1] for row in rows] == ['mmtnt', 'timm']
-    for row in rows:
-        cells = row[2:]
-        assert len(cells) == 6
-        for fp32, amp, speedup in (cells[:3], cells[3:]):
-            assert float(fp32.split()[0]) > 0 and float(amp.split()[0]) > 0
-            assert float(speedup.split()[0]) > 0
+def test_summary_counts_flops_and_memory_ratios():
+    results = dict(
+        forward=dict(mmtnt=[0.5], timm=[1.]),
+        memory=dict(mmtnt=[10 * 2**20], timm=[40 * 2**20]))
+    args = argparse.Namespace(batch_size=2)
+    rows = benchmark.summarize(
+        Benchmark('svt-s', {}, (32, 32), {}), results, macs=1e9,
+        skipped={}, args=args, peak=16.)
+    # 2 FLOPs x 1e9 MACs x 2 images / 0.5 s = 8 GFLOP/s, half the peak;
+    # memory mmtnt/peer = 10 / 40.
+    assert rows == [
+        ['svt-s (32x32)', 'mmtnt', '4.0 img/s', '8 (50%)', '-', '10 MiB',
+         '-'],
+        ['svt-s (32x32)', 'timm', '2.0 img/s', '4 (25%)', '2.00', '40 MiB',
+         '0.25'],
+    ]
+    assert len(benchmark.table_header(['forward', 'memory'])) == len(rows[0])
+
+
+def test_rounds_rotate_and_time_with_the_clock():
+    calls = []
+    values = measure.interleaved_rounds(
+        dict(a=lambda: calls.append('a') or 1,
+             b=lambda: calls.append('b') or 2,
+             c=lambda: calls.append('c') or 3), warmup=1, rounds=3)
+    assert calls == ['a', 'b', 'c'] + ['a', 'b', 'c', 'b', 'c', 'a', 'c',
+                                       'a', 'b']
+    assert values == dict(a=[1] * 3, b=[2] * 3, c=[3] * 3)
+    ticks = iter([10., 10.25])
+    assert measure.timed(lambda: None, clock=lambda: next(ticks)) == 0.25
+    assert measure.ratio_cell([2., 6.], [4., 4.], peer_over_own=False) == \
+        '1.33 (0.67-2.00)'
+    assert measure.format_times([0.0104, 0.0125, 0.0096]) == '10 (10-12)'
 
 
 def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
@@ -95,9 +116,9 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
     script = textwrap.dedent("""
         import contextlib
         import torch
+        from benchmarks.measure import train_step_memory
         from mmtnt.accel import accelerate_for_cpu, release_freed_memory
         from mmtnt.accel.modules import CpuMlp
-        from mmtnt.analysis import train_step_memory
         from mmtnt.models.layers import Mlp
 
         assert release_freed_memory()
@@ -122,10 +143,23 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
     assert saved_mib == pytest.approx(32, rel=0.2)
 
 
+def test_one_small_run_of_mmtnt(capsys):
+    benchmark_main([
+        'pyramidtnt-ti', '--modes', 'forward', 'train', '--img-size', '32',
+        '--batch-size', '1', '--rounds', '1', '--warmup', '0', '--no-flops',
+        '--default-malloc', '--threads', str(torch.get_num_threads())
+    ])
+    out = capsys.readouterr().out
+    assert "glibc's default malloc" in out
+    [row] = table_rows(out)
+    assert row[:2] == ['pyramidtnt-ti (32x32)', 'mmtnt']
+    assert float(row[2].split()[0]) > 0 and float(row[5].split()[0]) > 0
+
+
 @pytest.mark.parametrize('args, message', [
     (['no-such-model'], "Unknown benchmark 'no-such-model'"),
     (['configs/none.py'], 'config file not found'),
-    (['svt-s', '--img-size', '1', '2', '3'], '--img-size takes one'),
+    (['svt-s', '--img-size', '1', '2', '3'], '--img-size takes H or H W'),
     (['svt-s', '--amp-dtype', 'float16'], '--amp-dtype needs --amp'),
     (['svt-s', '--rounds', '0'], '--rounds must be positive'),
     (['svt-s', '--amp-speedup', '--amp'], 'leave out --amp'),
@@ -138,11 +172,23 @@ def test_bad_input_says_what_is_allowed(capsys, args, message):
 
 def test_list_names_every_variant(capsys):
     benchmark_main(['--list'])
-    names = [
-        line.split(':')[0] for line in capsys.readouterr().out.splitlines()
-    ]
-    assert names == [
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(':')[0] for line in lines] == [
         'tnt-s', 'tnt-b', 'pyramidtnt-ti', 'pyramidtnt-s', 'pyramidtnt-m',
         'pyramidtnt-b', 'pcpvt-s', 'pcpvt-b', 'pcpvt-l', 'svt-s', 'svt-b',
         'svt-l'
     ]
+    assert lines[0] == 'tnt-s: 224px, timm, mmpretrain'
+    assert lines[2] == 'pyramidtnt-ti: 192px, no peers'
+    assert lines[-1] == 'svt-l: 224px, timm, mmpretrain, mmseg'
+
+
+@pytest.mark.parametrize('command', COMMANDS)
+def test_every_command_line_parses(command, capsys):
+    """``python -m benchmarks.COMMAND``: the module has a ``main`` whose
+    parser builds (no option added twice)."""
+    module = importlib.import_module(f'benchmarks.{command}')
+    with pytest.raises(SystemExit) as error:
+        module.main(['--help'])
+    assert error.value.code == 0
+    assert capsys.readouterr().out.startswith('usage:')

@@ -1,16 +1,16 @@
-"""tools/analysis_tools/dense_benchmark.py (mmtnt.analysis.dense and
-dense_benchmark): the table, with_cp rows, the train step, schedules and
-GPU-hours, bad input."""
+"""benchmarks.dense_benchmark and benchmarks.dense: the table on known step
+times (with_cp rows, schedules, GPU-hours), the train step, schedules and
+sizes, random targets, bad input."""
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
-from tool_utils import REPO, run_tool
+from tool_utils import REPO
 
-from mmtnt.analysis import dense
-from mmtnt.analysis.dense_benchmark import main as dense_benchmark_main
+from benchmarks import dense, dense_benchmark
+from benchmarks.dense_benchmark import main as dense_benchmark_main
 
-DENSE_BENCHMARK = 'analysis_tools/dense_benchmark.py'
 DEMO_DET = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
 DEMO_SEG = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
 MMSEG_SVT = 'mmseg::twins/twins_svt-s_uperhead_8xb2-160k_ade20k-512x512.py'
@@ -29,15 +29,38 @@ def table_rows(stdout):
     return [dict(zip(header, row)) for row in rows]
 
 
-@pytest.mark.slow
-def test_table_has_every_config_with_and_without_cp(tmp_path):
+class ScriptedRun(SimpleNamespace):
+    """A :class:`~benchmarks.dense.DenseRun` that builds nothing; its
+    steps take 0.25 s with_cp and 0.5 s without, by the scripted clock."""
+
+    def __init__(self, name, cfg, img_size, batch_size, device,
+                 with_cp=False, cpu_accel=True, seed=0):
+        super().__init__(
+            label=dense.config_label(name),
+            backbone=dense.backbone_label(cfg),
+            img_size=img_size,
+            batch_size=batch_size,
+            with_cp=with_cp,
+            seconds=0.25 if with_cp else 0.5)
+
+    def step(self):
+        return {}
+
+
+def test_table_has_every_config_with_and_without_cp(monkeypatch, tmp_path):
+    monkeypatch.setattr(dense_benchmark, 'DenseRun', ScriptedRun)
+    monkeypatch.setattr(
+        dense_benchmark, 'step_measurer',
+        lambda run, device, memory: lambda: (run.seconds, 0))
     out = tmp_path / 'dense.md'
-    result = run_tool(DENSE_BENCHMARK, DEMO_DET, DEMO_SEG, MMSEG_SVT,
-                      '--img-size', '64', '--batch-size', '2', '--warmup',
-                      '1', '--rounds', '2', '--threads', '1', '--with-cp',
-                      'both', '--train-images', '64', '--out', out)
-    assert result.returncode == 0
-    rows = table_rows(result.stdout)
+    dense_benchmark_main([
+        DEMO_DET, DEMO_SEG, MMSEG_SVT, '--img-size', '64', '--batch-size',
+        '2', '--warmup', '1', '--rounds', '2', '--with-cp', 'both',
+        '--modes', 'train', '--default-malloc', '--train-images', '64',
+        '--out', str(out)
+    ])
+    text = out.read_text()
+    rows = table_rows(text)
     assert [(row['config'], row['backbone'], row['with_cp'])
             for row in rows] == [
         ('mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco', 'mmtnt.SVT', 'off'),
@@ -49,21 +72,31 @@ def test_table_has_every_config_with_and_without_cp(tmp_path):
          'mmseg.SVT', 'off'),
     ]
     assert ('mmseg::twins_svt-s_uperhead_8xb2-160k_ade20k-512x512: '
-            'mmseg.SVT takes no with_cp' in result.stdout)
-    # Iterations and GPUs of the schedules: 20 epochs of ceil(64 / 8)
-    # steps on 1 GPU; 2000 steps on 1 GPU; 160k steps on 8 GPUs. The
-    # steps of 2 images count for the per-GPU batches of 8, 8 and 2.
-    schedules = [(160, 1, 8)] * 2 + [(2000, 1, 8)] * 2 + [(160000, 8, 2)]
-    for row, (iterations, gpus, per_gpu) in zip(rows, schedules):
-        assert row['input'] == '64x64' and row['batch'] == '2'
-        step_ms = float(row['train step'].split()[0])
-        assert step_ms > 0
-        assert float(row['train memory'].split()[0]) > 0
-        hours = iterations * step_ms / 1000 * per_gpu / 2 * gpus / 3600
-        assert float(row['device-hours (lower bound)']) == pytest.approx(
-            hours, rel=0.02)
-    assert rows[0]['schedule'] == '20 ep x 8 it, 1 GPU x 8'
-    assert out.read_text().strip() == result.stdout.strip()
+            'mmseg.SVT takes no with_cp' in text)
+    # 20 epochs of ceil(64 / 8) steps on 1 GPU; 2000 steps on 1 GPU; 160k
+    # steps on 8 GPUs. The steps of 2 images count for the per-GPU
+    # batches of 8, 8 and 2.
+    assert [(row['train step'], row['schedule'],
+             row['device-hours (lower bound)']) for row in rows] == [
+        ('500 ms', '20 ep x 8 it, 1 GPU x 8', '0.0889'),
+        ('250 ms', '20 ep x 8 it, 1 GPU x 8', '0.0444'),
+        ('500 ms', '2000 it, 1 GPU x 8', '1.11'),
+        ('250 ms', '2000 it, 1 GPU x 8', '0.556'),
+        ('500 ms', '160000 it, 8 GPUs x 2', '178'),
+    ]
+    assert all(row['input'] == '64x64' and row['batch'] == '2'
+               for row in rows)
+
+
+def test_steps_are_measured_in_interleaved_rounds(monkeypatch):
+    clock = iter(range(100))
+    runs = [SimpleNamespace(step=lambda: None) for _ in range(2)]
+    monkeypatch.setattr(dense_benchmark, 'timed',
+                        lambda step, device: next(clock))
+    measured = dense_benchmark.measure_interleaved(
+        runs, torch.device('cpu'), warmup=1, rounds=2, memory=False)
+    # Warm-ups 0, 1; round 0: run 0, run 1; round 1: run 1, run 0.
+    assert measured == [[(2, 0), (5, 0)], [(3, 0), (4, 0)]]
 
 
 @pytest.mark.parametrize('config', [DEMO_DET, DEMO_SEG])
@@ -89,7 +122,7 @@ def test_train_step_updates_the_weights_with_finite_losses(config):
 
 
 def schedule(config):
-    """The :class:`~mmtnt.analysis.dense.Schedule` of a config."""
+    """The :class:`~benchmarks.dense.Schedule` of a config."""
     return dense.Schedule(dense.load_dense_config(config), config)
 
 
@@ -152,10 +185,10 @@ def test_random_targets_are_valid():
 
 @pytest.mark.parametrize('args, message', [
     (['configs/tnt/tnt-s-p16_16xb64_in1k.py'],
-     'is neither a detector nor a segmentor'),
+     "default_scope 'mmpretrain' is none of ['mmdet', 'mmseg']"),
     (['configs/none.py'], 'config file not found'),
     (['mmseg::twins/none.py'], 'config not found'),
-    ([DEMO_SEG, '--img-size', '1', '2', '3'], '--img-size takes one'),
+    ([DEMO_SEG, '--img-size', '1', '2', '3'], '--img-size takes H or H W'),
     ([DEMO_SEG, '--warmup', '0'], '--warmup must be positive'),
     ([DEMO_SEG, '--amp', '--amp-dtype', 'float16'], 'bfloat16 only'),
 ])

@@ -1,7 +1,7 @@
-"""Tests of tools/analysis_tools/get_flops.py (mmtnt.analysis.flops and
-complexity): the attention handle, the counts of small models, the CLI on a
-classifier, a detector and a segmentor, bad input, and the parameters of
-docs/model_complexity.md."""
+"""Tests of tools/analysis_tools/get_flops.py (mmtnt.analysis.flops,
+complexity and cli): the attention handle, the counts of small models, the
+CLI on a classifier, a detector and a segmentor, bad input, and the
+parameters of docs/model_complexity.md."""
 import re
 
 import pytest
@@ -12,7 +12,7 @@ from mmengine.analysis import FlopAnalyzer
 from tiny_backbones import TINY_BACKBONES
 from tool_utils import BASE_CONFIG, REPO, run_tool
 
-from mmtnt.analysis import complexity, flops
+from mmtnt.analysis import cli, complexity, flops
 
 TOOL = 'analysis_tools/get_flops.py'
 DOC = REPO / 'docs' / 'model_complexity.md'
@@ -188,7 +188,7 @@ def test_dense_default_shapes():
 ])
 def test_bad_input(argv, message, capsys):
     with pytest.raises(SystemExit) as error:
-        complexity.main(argv)
+        cli.get_flops(argv)
     assert error.value.code != 0
     assert message in str(error.value.code) + capsys.readouterr().err
 
@@ -207,11 +207,14 @@ def doc_rows():
 
 def test_doc_params_match_the_configs():
     rows = doc_rows()
-    assert set(rows) == set(complexity.PAPER_NUMBERS)
-    for name, (config, side, paper_params, paper_macs) in \
-            complexity.PAPER_NUMBERS.items():
-        row = rows[name]
-        cfg = flops.load_config(str(REPO / config))
+    variants = flops.imagenet_variants()
+    assert list(variants) == list(complexity.PAPER_NUMBERS)
+    assert set(rows) == {variant['label'] for variant in variants.values()}
+    for name, variant in variants.items():
+        paper_params, paper_macs = complexity.PAPER_NUMBERS[name]
+        side = variant['side']
+        row = rows[variant['label']]
+        cfg = flops.load_config(variant['config'])
         with skip_init():
             model = flops.build_eval_model(cfg)
         params = sum(p.numel() for p in model.parameters()) / 1e6

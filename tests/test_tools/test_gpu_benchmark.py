@@ -1,16 +1,16 @@
-"""tools/analysis_tools/gpu_benchmark.py and attention_routes.py
-(mmtnt.analysis.gpu_benchmark, mmtnt.analysis.attention_routes) on the
-CPU: the tables they write for a GPU, from small inputs."""
+"""benchmarks.gpu_benchmark and benchmarks.attention_routes: their tables
+on known timings and memory, the time budget, bad input, and the attention
+shapes recorded from a model."""
 import pytest
-from test_benchmark import table_rows
-from tool_utils import run_tool
+import torch
+from test_benchmark import ScriptedModel, scripted_runner, table_rows
 
-from mmtnt.analysis.gpu_benchmark import main as gpu_benchmark_main
+from benchmarks import attention_routes, gpu_benchmark
+from benchmarks.attention_routes import main as attention_routes_main
+from benchmarks.gpu_benchmark import main as gpu_benchmark_main
 
-GPU_BENCHMARK = 'analysis_tools/gpu_benchmark.py'
-ATTENTION_ROUTES = 'analysis_tools/attention_routes.py'
-SMALL = ('--device', 'cpu', '--img-size', '64', '--forward-batches', '1',
-         '2', '--train-batch', '2', '--rounds', '2', '--warmup', '1')
+SMALL = ('--device', 'cpu', '--img-size', '32', '--forward-batches', '2',
+         '--train-batch', '2', '--rounds', '2', '--warmup', '1')
 
 
 def sections(markdown):
@@ -22,51 +22,70 @@ def sections(markdown):
     }
 
 
-@pytest.mark.slow
-def test_every_precision_gets_a_table_with_ratios(tmp_path):
-    out = tmp_path / 'gpu.md'
-    result = run_tool(GPU_BENCHMARK, 'svt-s', *SMALL, '--impls', 'mmtnt',
-                      'timm', '--precisions', 'fp32', 'bf16-compiled',
-                      '--compile-impls', 'mmtnt', '--compile-backend',
-                      'aot_eager', '--out', str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
-    tables = sections(out.read_text())
-    assert list(tables) == ['float32, TF32 off',
-                            'bfloat16 autocast, torch.compile']
-    fp32 = tables['float32, TF32 off']
-    assert [row[1] for row in fp32] == ['mmtnt', 'timm']
-    for row in fp32:
-        forward1, _, forward2, _, train, _, memory, _ = row[2:]
-        assert float(forward1) > 0 and float(forward2) > 0
-        assert float(train) > 0 and float(memory) > 0
-    timm = fp32[1]
-    for ratio in (timm[3], timm[5], timm[7], timm[9]):
-        assert float(ratio.split()[0]) > 0
-    # Compiled: only the implementations asked for.
-    assert [row[1] for row in tables['bfloat16 autocast, torch.compile']
-            ] == ['mmtnt']
-    assert 'train batch: svt-s 2' in result.stdout
+@pytest.fixture
+def scripted(monkeypatch):
+    """mmtnt and timm with known seconds (a warm-up value first) and
+    memory."""
+    seconds = dict(
+        mmtnt=dict(forward=[9., 0.5, 0.25], train=[9., 0.1, 0.2]),
+        timm=dict(forward=[9., 1., 1.], train=[9., 0.2, 0.2]))
+    memory = dict(mmtnt=iter([10 * 2**20]), timm=iter([20 * 2**20]))
+
+    def build_candidates(bench, device, compare, impls):
+        return {impl: ScriptedModel(seconds[impl]) for impl in seconds}, {}
+
+    def train_step_memory(model, *args):
+        impl = 'mmtnt' if model.seconds is seconds['mmtnt'] else 'timm'
+        return next(memory[impl])
+
+    monkeypatch.setattr(gpu_benchmark, 'build_candidates', build_candidates)
+    monkeypatch.setattr(gpu_benchmark, 'step_runner', scripted_runner)
+    monkeypatch.setattr(gpu_benchmark, 'train_step_memory',
+                        train_step_memory)
 
 
-def test_time_budget_leaves_out_what_would_start_late(tmp_path):
+def test_table_gives_rates_and_ratios_per_precision(scripted, tmp_path):
     out = tmp_path / 'gpu.md'
-    result = run_tool(GPU_BENCHMARK, 'svt-s', *SMALL, '--no-peers',
-                      '--precisions', 'fp32', '--time-budget', '0.0001',
-                      '--out', str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
+    args = gpu_benchmark.parse_args(
+        ['svt-s', *SMALL, '--precisions', 'fp32', '--out', str(out)])
+    report = gpu_benchmark.run(args, torch.device('cpu'))
+    assert out.read_text() == report.markdown()
+    assert 'train batch: svt-s 2.' in report.markdown()
+    tables = sections(report.markdown())
+    # forward: 2 images / median s; train: median ms; memory: MiB.
+    assert tables == {
+        'float32, TF32 off': [
+            ['svt-s (32x32)', 'mmtnt', '5', '-', '150.0', '-', '10', '-'],
+            ['svt-s (32x32)', 'timm', '2', '3.00 (2.00-4.00)', '200.0',
+             '1.50 (1.00-2.00)', '20', '0.50'],
+        ]
+    }
+    header = report.markdown().split('#### ')[1].splitlines()[2]
+    assert header.count('|') == len(tables['float32, TF32 off'][0]) + 1
+
+
+def test_time_budget_leaves_out_what_would_start_late(scripted):
+    args = gpu_benchmark.parse_args(['svt-s', 'pcpvt-s', *SMALL,
+                                     '--precisions', 'fp32',
+                                     '--time-budget', '0.0001'])
+    markdown = gpu_benchmark.run(args, torch.device('cpu')).markdown()
     # The first measurement starts before the budget is checked again.
-    assert 'not measured (time budget' not in out.read_text()
-    result = run_tool(GPU_BENCHMARK, 'svt-s', 'pcpvt-s', *SMALL,
-                      '--no-peers', '--precisions', 'fp32',
-                      '--time-budget', '0.0001', '--out', str(out))
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert 'pcpvt-s: not measured (time budget' in out.read_text()
+    assert [row[1] for row in sections(markdown)['float32, TF32 off']
+            ] == ['mmtnt', 'timm']
+    assert '- pcpvt-s: not measured (time budget' in markdown
+
+
+def test_default_variants_have_train_batches():
+    args = gpu_benchmark.parse_args([])
+    assert args.names == ['tnt-s', 'tnt-b', 'pyramidtnt-s', 'pyramidtnt-b',
+                          'pcpvt-s', 'pcpvt-b', 'svt-s', 'svt-b']
+    assert gpu_benchmark.train_batch_size('tnt-s') == 64
+    assert gpu_benchmark.train_batch_size('svt-s', override=3) == 3
 
 
 @pytest.mark.parametrize('args, message', [
     (['svt-s', '--precisions', 'tf32'], 'tf32 needs a CUDA device'),
-    (['pyramidtnt-m'], "'pyramidtnt-m' has no ImageNet config here"),
-    (['svt-s', '--rounds', '0'], '--rounds and --warmup must be positive'),
+    (['svt-s', '--rounds', '0'], '--rounds must be positive'),
 ])
 def test_bad_arguments(capsys, args, message):
     with pytest.raises(SystemExit) as error:
@@ -75,25 +94,40 @@ def test_bad_arguments(capsys, args, message):
     assert message in str(error.value.code) + capsys.readouterr().err
 
 
-def test_attention_routes_time_the_shapes_of_a_model():
-    result = run_tool(ATTENTION_ROUTES, 'tnt-s', '--device', 'cpu',
-                      '--batch-size', '1', '--img-size', '64', '--rounds',
-                      '1', '--warmup', '1', '--sweep-keys', '16', '64',
-                      '--sweep-head-dims', '12', '32', '--sweep-windows',
-                      '4')
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = table_rows(result.stdout)
-    by_source = {}
-    for row in rows:
-        by_source.setdefault(row[0], []).append(row)
+def test_routes_take_turns_and_a_failing_route_is_nan(monkeypatch):
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError('no kernel for this shape\nmore')
+
+    monkeypatch.setattr(
+        attention_routes, 'route_runners', lambda device: dict(
+            explicit=attention_routes.explicit_attention, sdpa=refuses))
+    seconds = iter([0.004, 0.002, 0.003])
+    monkeypatch.setattr(attention_routes, 'timed',
+                        lambda step, device: next(seconds))
+    args = attention_routes.parse_args(
+        ['--sweep-keys', '4', '--rounds', '3', '--warmup', '0'])
+    rows, routes = attention_routes.rows_for(
+        'sweep', attention_routes.sweep_shapes([4], [8], 1, 1),
+        torch.float32, torch.device('cpu'), args)
+    assert routes == ['explicit', 'sdpa']
+    [row] = rows
+    assert row[1:5] == ['1x1x4x8', '4', '8', '-']
+    # The median of the explicit route; nan for the failing one, which
+    # counts as the slower: the rule's pick (sdpa in float32) is not.
+    assert row[5:] == ['3.000', 'nan', 'nan', 'sdpa', 'no']
+
+
+def test_attention_routes_record_the_shapes_of_a_model(capsys):
+    attention_routes_main([
+        'tnt-s', '--device', 'cpu', '--batch-size', '1', '--img-size',
+        '64', '--rounds', '1', '--warmup', '0', '--dtype', 'bfloat16'
+    ])
+    rows = table_rows(capsys.readouterr().out)
     # TNT-S at 64x64: 16 sentences of 16 words of head dim 6, and the
     # outer attention over 17 tokens of head dim 64.
-    inner, outer = by_source['tnt-s']
-    assert inner[1:5] == ['16x4x16x6', '16', '6', '-']
+    inner, outer = rows
+    assert inner[:5] == ['tnt-s', '16x4x16x6', '16', '6', '-']
     assert inner[-2] == 'explicit'
-    assert outer[1:4] == ['1x6x17x64', '17', '64'] and outer[-2] == 'sdpa'
-    sweep = [(row[2], row[3], row[-2]) for row in by_source['sweep']]
-    assert sweep == [('16', '12', 'explicit'), ('64', '12', 'explicit'),
-                     ('16', '32', 'sdpa'), ('64', '32', 'sdpa')]
-    for row in rows:
-        assert float(row[5]) > 0 and float(row[6]) > 0
+    assert outer[:4] == ['tnt-s', '1x6x17x64', '17', '64']
+    assert outer[-2] == 'sdpa'

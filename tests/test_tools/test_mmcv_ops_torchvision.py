@@ -1,19 +1,17 @@
 """The torchvision stand-in for ``mmcv._ext``
-(mmtnt.analysis.mmcv_ops_torchvision, installed by
-tools/analysis_tools/mmcv_ops_torchvision.py) against mmcv's compiled ops:
-the same NMS picks, RoIAlign outputs and input gradients."""
+(benchmarks.mmcv_ops_torchvision, which a benchmark installs in its own
+process) against mmcv's compiled ops: the same NMS picks, RoIAlign outputs
+and input gradients."""
 import itertools
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from tool_utils import REPO
 
 # A module of its own: ``mmcv._ext`` stays real.
-from mmtnt.analysis import mmcv_ops_torchvision as standin
-
-STANDIN_PATH = Path(standin.__file__)
+from benchmarks import mmcv_ops_torchvision as standin
 
 real_ext = pytest.importorskip(
     'mmcv._ext', reason='needs mmcv with compiled ops as the reference')
@@ -122,34 +120,23 @@ def test_other_ops_raise_clearly():
     assert 'no compiled ops' in message
 
 
-def test_install_into_site_dir(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        standin.install(tmp_path)
-    package = tmp_path / 'mmcv'
-    package.mkdir()
-    (package / '__init__.py').write_text('')
-    target = standin.install(tmp_path)
-    assert open(target).read() == STANDIN_PATH.read_text()
-    (package / '_ext.cpython-311-x86_64-linux-gnu.so').write_bytes(b'')
-    with pytest.raises(FileExistsError, match='compiled ops'):
-        standin.install(tmp_path)
-
-
 def test_install_keeps_compiled_ops():
     # Without force, a working compiled extension stays in place.
     assert standin.install() is False
     assert sys.modules['mmcv._ext'] is real_ext
 
 
-# The child installs the stand-in before mmcv.ops is imported, then runs
+# The child, whose mmcv._ext cannot be imported (as where mmcv has no
+# compiled ops), installs the stand-in before mmcv.ops is imported, then runs
 # mmcv.ops' RoIAlign (forward, backward) and batched_nms on the inputs the
 # parent saved, and saves what they give.
 CHILD = """
 import sys
 import torch
-from mmtnt.analysis import mmcv_ops_torchvision as standin
+from benchmarks import mmcv_ops_torchvision as standin
 assert 'mmcv.ops' not in sys.modules
-assert standin.install(force=True) is True
+sys.modules['mmcv._ext'] = None  # importing it raises ImportError
+assert standin.install() is True
 import mmcv.ops
 assert sys.modules['mmcv.ops.roi_align'].ext_module is standin
 assert sys.modules['mmcv.ops.nms'].ext_module is standin
@@ -180,7 +167,7 @@ def test_mmcv_ops_with_standin_match_compiled_ops(tmp_path):
     result = subprocess.run(
         [sys.executable, '-c', CHILD,
          str(tmp_path / 'inputs.pth'), str(tmp_path / 'outputs.pth')],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
     got = torch.load(tmp_path / 'outputs.pth')
 

@@ -24,7 +24,7 @@ Examples::
 
 The work is done by :mod:`mmtnt.analysis.logs`.
 """
-from mmtnt.analysis.logs import main
+from mmtnt.analysis.cli import analyze_logs as main
 
 if __name__ == '__main__':
     main()

@@ -6,7 +6,7 @@ The config's ``default_scope`` decides the task and the forward counted
 size. The counter is mmengine's ``FlopAnalyzer`` with a rule for
 ``scaled_dot_product_attention`` added, so its "FLOPs" are MACs with the
 attention products included (:mod:`mmtnt.analysis.flops`; this command
-line runs :mod:`mmtnt.analysis.complexity`).
+line runs :func:`mmtnt.analysis.cli.get_flops`).
 
 Examples:
     python tools/analysis_tools/get_flops.py \\
@@ -20,12 +20,12 @@ Examples:
     python tools/analysis_tools/get_flops.py --table \\
         --write-doc docs/model_complexity.md
 
-``--table`` counts the 12 ImageNet classifiers at their published input
-sizes and prints a Markdown table next to the papers' figures;
-``--write-doc`` puts it into a file, between the lines
+``--table`` counts the ImageNet classifiers of the model index at their
+published input sizes and prints a Markdown table next to the papers'
+figures; ``--write-doc`` puts it into a file, between the lines
 ``<!-- get_flops.py --table: begin -->`` and ``... end -->``.
 """
-from mmtnt.analysis.complexity import main
+from mmtnt.analysis.cli import get_flops as main
 
 if __name__ == '__main__':
     main()

@@ -1,7 +1,6 @@
 """Detectors and segmentors built from their configs, trained on random
 batches at their training sizes, and the schedules of their configs: what
-``tools/analysis_tools/dense_benchmark.py`` measures
-(:mod:`mmtnt.analysis.dense_benchmark`).
+``python -m benchmarks.dense_benchmark`` measures.
 
 A config is an mmdet detector or an mmseg segmentor (its
 ``default_scope``), a file or ``package::path`` of an installed OpenMMLab
@@ -48,13 +47,12 @@ import re
 
 import numpy as np
 import torch
-from mmengine.config import Config
-from mmengine.hub import get_config
 from mmengine.model import revert_sync_batchnorm
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import MODELS, DefaultScope
 
 from mmtnt.accel import accelerate_for_cpu
+from mmtnt.analysis import load_config
 
 TASK_NAMES = dict(mmdet='detector', mmseg='segmentor')
 # Training images of the datasets that epoch-based schedules go through,
@@ -66,19 +64,17 @@ IGNORED_FRACTION = 0.1
 
 
 def load_dense_config(name, cfg_options=None):
-    """Read a detector's or segmentor's config.
+    """Read a detector's or segmentor's config
+    (:func:`mmtnt.analysis.load_config` for the scopes of
+    :data:`TASK_NAMES`).
 
     Args:
         name (str): A config file, or ``package::path`` of an installed
-            OpenMMLab package's config (mmengine's ``get_config``).
+            OpenMMLab package's config.
         cfg_options (dict, optional): Settings merged into it.
 
     Returns:
         Config: The config.
-
-    Raises:
-        SystemExit: With one line, if the config is missing or neither a
-            detector's nor a segmentor's.
 
     Examples:
         >>> cfg = load_dense_config(
@@ -87,25 +83,7 @@ def load_dense_config(name, cfg_options=None):
         >>> cfg.model.backbone.type
         'SVT'
     """
-    if '::' in name:
-        try:
-            cfg = get_config(name)
-        except (FileNotFoundError, ValueError) as error:
-            raise SystemExit(f'dense_benchmark.py: config not found: {name} '
-                             f'({error})')
-    elif osp.isfile(name):
-        cfg = Config.fromfile(name)
-    else:
-        raise SystemExit(f'dense_benchmark.py: config file not found: {name}')
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    scope = cfg.get('default_scope')
-    if scope not in TASK_NAMES:
-        raise SystemExit(
-            f'dense_benchmark.py: {name} is neither a detector nor a '
-            f'segmentor: its default_scope is {scope!r}, not one of '
-            f'{sorted(TASK_NAMES)}.')
-    return cfg
+    return load_config(name, cfg_options, scopes=tuple(TASK_NAMES))
 
 
 def config_label(name):
@@ -155,7 +133,7 @@ def train_input_size(cfg):
         else the pipeline's ``crop_size``.
 
     Examples:
-        >>> train_input_size(Config.fromfile(
+        >>> train_input_size(load_dense_config(
         ...     'configs/twins/mask-rcnn_twins-svt-s_fpn_1x_coco.py'))
         (800, 1333)
     """
@@ -173,8 +151,8 @@ def train_input_size(cfg):
         if scales:
             largest = max(scales, key=math.prod)
             return min(largest), max(largest)
-    raise SystemExit('dense_benchmark.py: no training size in the config\'s '
-                     'train pipeline: give --img-size.')
+    raise SystemExit('no training size in the config\'s train pipeline: '
+                     'give --img-size.')
 
 
 class Schedule:
@@ -196,7 +174,7 @@ class Schedule:
         text (str): The schedule in words, or why it is unknown.
 
     Examples:
-        >>> schedule = Schedule(Config.fromfile(
+        >>> schedule = Schedule(load_dense_config(
         ...     'configs/twins/mask-rcnn_twins-svt-s_fpn_1x_coco.py'),
         ...     'mask-rcnn_twins-svt-s_fpn_1x_coco.py')
         >>> schedule.iterations, schedule.gpus, schedule.text
@@ -425,7 +403,7 @@ def weighs_classes(model_cfg):
         a ``class_weight``.
 
     Examples:
-        >>> weighs_classes(Config.fromfile(
+        >>> weighs_classes(load_dense_config(
         ...     'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
         ...     ).model)
         True

@@ -1,21 +1,20 @@
 """The GPU tables of docs/benchmarks.md: every variant against its peers in
-every precision, from one command; the library behind
-``tools/analysis_tools/gpu_benchmark.py``.
+every precision, from one command (``python -m benchmarks.gpu_benchmark``).
 
-It builds the implementations with :mod:`mmtnt.analysis.variants` (the
+It builds the implementations with :mod:`benchmarks.variants` (the
 same ImageNet classifier around each backbone) and times them with
-:mod:`mmtnt.analysis.timing`. For each variant and precision it measures,
+:mod:`benchmarks.measure`. For each variant and precision it measures,
 with the implementations taking turns in rotating order (the per-round
 ratios cancel slow drifts of the machine):
 
 - the forward pass (``model.eval()``, no gradients) at each of
   ``--forward-batches``, in images/s;
 - a train step (forward, cross-entropy, backward, fused AdamW) at the
-  variant's ImageNet config's per-GPU batch, in ms;
+  variant's ImageNet config's per-GPU batch (``--train-batch``), in ms;
 - the peak memory that train step adds (``torch.cuda.max_memory_allocated``
   on a GPU; on the CPU the resident memory's peak, with glibc's ``malloc``
-  giving freed memory back at once, as ``benchmark.py --modes memory``
-  does, which slows the CPU timings).
+  giving freed memory back at once, as ``python -m benchmarks.benchmark
+  --modes memory`` does, which slows the CPU timings).
 
 Precisions (``--precisions``):
 
@@ -32,12 +31,12 @@ file after every measurement, so that a run stopped by a time limit keeps
 what it measured. ``--time-budget`` leaves out what would start after that
 many seconds, and the table says so.
 
-Examples:
-    >>> from mmtnt.analysis.gpu_benchmark import main
-    >>> main(['svt-s', '--device', 'cpu', '--img-size', '64',
-    ...       '--forward-batches', '1', '--train-batch', '1',
-    ...       '--precisions', 'fp32', '--rounds', '2', '--warmup', '1'])
-    ... # doctest: +SKIP
+Examples::
+
+    python -m benchmarks.gpu_benchmark --device cuda --out gpu_tables.md \\
+        --time-budget 420
+    python -m benchmarks.gpu_benchmark svt-s tnt-s \\
+        --precisions bf16 bf16-compiled --device cuda
 """
 import argparse
 import contextlib
@@ -48,25 +47,13 @@ from functools import partial
 import torch
 
 from mmtnt.accel import release_freed_memory
-from .flops import load_config, package_config
-from .options import checked_device, checked_img_size, device_description
-from .tables import format_table, ratio_cell
-from .timing import (interleaved_rounds, new_optimizer, random_batch,
-                     step_runner, train_step_memory)
-from .variants import build_candidates, resolve_benchmark
-
-#: Variant -> its ImageNet config, whose per-GPU batch the train step takes.
-TRAIN_CONFIGS = {
-    'tnt-s': 'configs/tnt/tnt-s-p16_16xb64_in1k.py',
-    'tnt-b': 'configs/tnt/tnt-b-p16_16xb64_in1k.py',
-    'pyramidtnt-s': 'configs/pyramid_tnt/pyramid-tnt-s_8xb128_in1k-256px.py',
-    'pyramidtnt-b': 'configs/pyramid_tnt/pyramid-tnt-b_8xb128_in1k-256px.py',
-    'pcpvt-s': 'configs/twins/twins-pcpvt-small_8xb128_in1k.py',
-    'pcpvt-b': 'configs/twins/twins-pcpvt-base_8xb128_in1k.py',
-    'svt-s': 'configs/twins/twins-svt-small_8xb128_in1k.py',
-    'svt-b': 'configs/twins/twins-svt-base_8xb128_in1k.py',
-}
-DEFAULT_MODELS = list(TRAIN_CONFIGS)
+from mmtnt.analysis import format_table, load_config
+from .measure import (interleaved_rounds, new_optimizer, random_batch,
+                      step_runner, train_step_memory)
+from .options import (add_run_options, checked_args, checked_device,
+                      device_description, rounds_note)
+from .variants import (build_candidates, impl_rows, ratio_title,
+                       resolve_benchmark, variants)
 
 
 class Precision:
@@ -113,7 +100,8 @@ def train_batch_size(name, override=None):
     """The per-GPU batch of a variant's ImageNet config.
 
     Args:
-        name (str): A key of :data:`TRAIN_CONFIGS`, or a config file.
+        name (str): A variant (:func:`~benchmarks.variants.variants`), or a
+            config file.
         override (int, optional): Returned instead, if given.
 
     Returns:
@@ -125,8 +113,7 @@ def train_batch_size(name, override=None):
     """
     if override:
         return override
-    path = name if name.endswith('.py') else package_config(
-        TRAIN_CONFIGS[name])
+    path = name if name.endswith('.py') else variants()[name]['config']
     return load_config(path).train_dataloader.batch_size
 
 
@@ -199,40 +186,25 @@ def measure(bench, precision, args, device):
     return results, skipped
 
 
-def table_rows(bench, results, args):
-    """One row per implementation: values, then the ratio to mmtnt's."""
-    label = f'{bench.name} ({bench.img_size[0]}x{bench.img_size[1]})'
-    rows = []
-    impls = list(results['train'])
-    for impl in impls:
-        row = [label, impl]
-        for key, values in results.items():
-            own = values.get('mmtnt')
-            median = statistics.median(values[impl])
-            if key.startswith('forward'):
-                batch = int(key.split()[1])
-                row.append(f'{batch / median:.0f}')
-            elif key == 'train':
-                row.append(f'{median * 1000:.1f}')
-            else:
-                row.append(f'{median / 2**20:.0f}')
-            if impl == 'mmtnt' or own is None or min(values[impl]) <= 0:
-                row.append('-')
-            else:
-                row.append(ratio_cell(values[impl], own,
-                                      peer_over_own=key != 'memory'))
-        rows.append(row)
-    return rows
+def value_cells(key, values):
+    """The cell of one measurement's values: images/s of a forward pass,
+    ms of a train step, MiB of memory (medians)."""
+    median = statistics.median(values)
+    if key.startswith('forward'):
+        return [f'{int(key.split()[1]) / median:.0f}']
+    if key == 'train':
+        return [f'{median * 1000:.1f}']
+    return [f'{median / 2**20:.0f}']
 
 
 def table_header(args):
-    """The columns of :func:`table_rows`."""
+    """The columns of :func:`~benchmarks.variants.impl_rows` with
+    :func:`value_cells`."""
     header = ['model', 'impl']
     for batch in args.forward_batches:
-        header += [f'forward b{batch} (img/s)', 'time peer/mmtnt']
-    header += ['train step (ms)', 'time peer/mmtnt', 'train memory (MiB)',
-               'memory mmtnt/peer']
-    return header
+        header += [f'forward b{batch} (img/s)', ratio_title('forward')]
+    return header + ['train step (ms)', ratio_title('train'),
+                     'train memory (MiB)', ratio_title('memory')]
 
 
 class Report:
@@ -304,8 +276,7 @@ def run(args, device):
         bench.name: train_batch_size(name, args.train_batch)
         for name, bench in zip(args.names, benches)
     }
-    header = (f'{device_description(device)}. Median of {args.rounds} '
-              f'interleaved rounds after {args.warmup} warm-up runs; train '
+    header = (f'{device_description(device)}; {rounds_note(args)}; train '
               'batch: ' + ', '.join(f'{k} {v}' for k, v in
                                     args.train_batch_of.items()) + '.')
     report = Report(header, table_header(args), args.out)
@@ -335,14 +306,15 @@ def run(args, device):
                 continue
             notes = [f'{bench.name}: {impl} left out ({why})'
                      for impl, why in skipped.items()]
-            report.add(precision, table_rows(bench, results, args), notes)
+            report.add(precision, impl_rows(bench, results, value_cells),
+                       notes)
             print(f'{precision.label}, {bench.name}: done after '
                   f'{time.perf_counter() - start:.0f} s', flush=True)
     return report
 
 
 def parse_args(argv=None):
-    """The options of ``gpu_benchmark.py``.
+    """The options of ``python -m benchmarks.gpu_benchmark``.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -356,26 +328,20 @@ def parse_args(argv=None):
     parser.add_argument(
         'names',
         nargs='*',
-        default=DEFAULT_MODELS,
-        help='variants of benchmark.py --list, or config files (default: '
-        'the S and B variants of the four families)')
+        help='variants of python -m benchmarks.benchmark --list, or config '
+        'files (default: the S and B variants)')
     parser.add_argument(
         '--precisions',
         nargs='+',
         default=list(PRECISIONS),
         choices=list(PRECISIONS))
-    parser.add_argument('--device', default='cuda', help='cuda or cpu')
+    add_run_options(parser, device='cuda', warmup=3, rounds=7)
     parser.add_argument(
         '--forward-batches', type=int, nargs='+', default=[64, 128])
     parser.add_argument(
         '--train-batch',
         type=int,
         help='train step batch (default: the config\'s per-GPU batch)')
-    parser.add_argument(
-        '--img-size',
-        type=int,
-        nargs='+',
-        help='input side, or H W (default: the published size)')
     parser.add_argument(
         '--impls', nargs='+', help='run only these implementations')
     parser.add_argument(
@@ -395,30 +361,21 @@ def parse_args(argv=None):
         '--compile-backend',
         default='inductor',
         help='torch.compile backend (default inductor)')
-    parser.add_argument('--warmup', type=int, default=3)
-    parser.add_argument('--rounds', type=int, default=7)
     parser.add_argument(
         '--time-budget',
         type=float,
         help='seconds after which no new measurement starts')
-    parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--out', help='also write the markdown here')
-    args = parser.parse_args(argv)
-    args.img_size = checked_img_size(parser, args.img_size)
-    if args.rounds < 1 or args.warmup < 1:
-        parser.error('--rounds and --warmup must be positive (the warm-up '
-                     'runs compile the compiled models).')
-    for name in args.names:
-        if not name.endswith('.py') and name not in TRAIN_CONFIGS \
-                and args.train_batch is None:
-            parser.error(f'{name!r} has no ImageNet config here: give '
-                         f'--train-batch, a config file, or one of '
-                         f'{DEFAULT_MODELS}.')
+    # The warm-up runs compile the compiled models.
+    args = checked_args(parser, parser.parse_args(argv))
+    args.names = args.names or [
+        name for name in variants() if name.endswith(('-s', '-b'))
+    ]
     return args
 
 
 def main(argv=None):
-    """``gpu_benchmark.py``: measure and print the tables.
+    """Measure and print the tables.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -432,3 +389,7 @@ def main(argv=None):
               'memory column counts freed but cached blocks too')
     report = run(args, device)
     print(report.markdown())
+
+
+if __name__ == '__main__':
+    main()

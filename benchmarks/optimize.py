@@ -1,5 +1,6 @@
-"""ONNX Runtime's transformer graph optimizations for fp32 graphs, before
-they are quantized.
+"""ONNX Runtime's transformer graph optimizations for fp32 graphs, for the
+benchmarks that compare them: off in mmtnt's deployment, where they made
+the graphs slower.
 
 :func:`optimize_onnx` runs the fusions of
 ``onnxruntime.transformers.optimizer`` (its ``'vit'`` model type) on an
@@ -35,9 +36,8 @@ ONNX Runtime applies some of the same fusions itself when it loads a graph
 ``Gelu`` and ``LayerNormalization`` ops; a bias addition into the matrix
 product). A graph quantized from an optimized one keeps the fusions made
 before, whatever the Quantize / Dequantize nodes put between the nodes
-afterwards (:func:`mmtnt.deploy.quantize.quantize_onnx` with
-``optimize=True``). docs/inference.md gives what each fusion changed on the
-S-size classifiers, in fp32 and INT8.
+afterwards: optimize the fp32 graph first, then pass the optimized file to
+:func:`mmtnt.deploy.quantize.quantize_onnx`.
 """
 import contextlib
 import logging
@@ -98,7 +98,7 @@ def optimize_onnx(onnx_file,
         FileNotFoundError: If ``onnx_file`` is missing.
 
     Examples:
-        >>> from mmtnt.deploy.optimize import optimize_onnx
+        >>> from benchmarks.optimize import optimize_onnx
         >>> optimize_onnx('tnt-s.onnx', 'tnt-s-opt.onnx')
         {'BiasGelu': 24, 'LayerNormalization': 39, \
 'SkipLayerNormalization': 36}

@@ -1,13 +1,16 @@
-"""The classifiers the benchmarks compare: each published variant of mmtnt's
-backbones and its peers in timm, mmpretrain and mmseg.
+"""The classifiers the benchmarks compare: each ImageNet variant of mmtnt's
+model index (:func:`mmtnt.analysis.imagenet_variants`) and its peers in
+timm, mmpretrain and mmseg, whose settings come from the backbones'
+``arch_zoo``.
 
 Every backbone is wrapped into an ImageNet classifier (global average
 pooling where the backbone does not pool, a 1000-class linear head), so
 that all implementations of a variant run the same task. A
 :class:`Benchmark` says what to build and at which size;
 :func:`resolve_benchmark` makes one from a variant name (a key of
-:data:`VARIANTS`) or a config file, and :func:`build_candidates` builds its
-implementations.
+:func:`variants`) or a config file, and :func:`build_candidates` builds its
+implementations. :func:`impl_rows` puts their measurements in table rows,
+each peer with its per-round ratios to mmtnt.
 
 Examples:
     >>> import torch
@@ -17,6 +20,7 @@ Examples:
     >>> list(models)
     ['timm']
 """
+import functools
 import os.path as osp
 from functools import partial
 
@@ -24,7 +28,13 @@ import torch
 import torch.nn as nn
 
 from mmtnt.accel import accelerate_for_cpu
-from .flops import default_shape, load_config
+from mmtnt.analysis import default_shape, imagenet_variants, load_config
+from mmtnt.analysis.flops import ARCH_LETTERS
+from mmtnt.models.backbones import PCPVT, SVT, TNT
+from .measure import ratio_cell
+
+# The full names of the architectures, as timm and mmpretrain spell them.
+SIZE_NAMES = {letter: name for name, letter in ARCH_LETTERS.items()}
 
 
 class PooledClassifier(nn.Module):
@@ -162,102 +172,74 @@ def build_mmseg(backbone_cfg, in_channels, img_size):
     return PooledClassifier(MODELS.build(backbone_cfg), in_channels)
 
 
-_TWINS = {
-    'pcpvt': dict(
-        s=dict(embed_dims=[64, 128, 320, 512], depths=[3, 4, 6, 3]),
-        b=dict(embed_dims=[64, 128, 320, 512], depths=[3, 4, 18, 3]),
-        l=dict(embed_dims=[64, 128, 320, 512], depths=[3, 8, 27, 3])),
-    'svt': dict(
-        s=dict(embed_dims=[64, 128, 256, 512], depths=[2, 2, 10, 4]),
-        b=dict(embed_dims=[96, 192, 384, 768], depths=[2, 2, 18, 2]),
-        l=dict(embed_dims=[128, 256, 512, 1024], depths=[2, 2, 18, 2])),
-}
-_SIZE_NAMES = dict(s='small', b='base', l='large')
-_ARCH_NAMES = dict(_SIZE_NAMES, ti='tiny', m='medium')
-
-
-def _twins_variant(kind, size):
-    """The mmtnt backbone and peers of Twins ``kind`` (pcpvt/svt), size
-    ``size`` (s/b/l)."""
-    dims = _TWINS[kind][size]['embed_dims']
-    channels = dims[-1]
-    if kind == 'pcpvt':
-        heads, mlp_ratios = [1, 2, 5, 8], [8, 8, 4, 4]
-        mmseg_extra = dict()
-    else:
-        heads, mlp_ratios = [d // 32 for d in dims], [4, 4, 4, 4]
-        # mmseg spells the argument so.
-        mmseg_extra = dict(windiow_sizes=[7] * 4, norm_after_stage=False)
+def twins_peers(kind, arch):
+    """The timm, mmpretrain and mmseg builders of Twins ``kind``
+    (``'PCPVT'`` or ``'SVT'``) in the architecture ``arch`` (s/b/l)."""
+    settings = dict(PCPVT=PCPVT, SVT=SVT)[kind].arch_zoo[arch]
+    channels = settings['embed_dims'][-1]
     mmpretrain_cfg = dict(
-        type=kind.upper(),
-        arch=_SIZE_NAMES[size],
+        type=kind,
+        arch=SIZE_NAMES[arch],
         qkv_bias=True,
         norm_after_stage=[False, False, False, True])
-    if kind == 'pcpvt':
+    mmseg_cfg = dict(
+        type=kind,
+        qkv_bias=True,
+        out_indices=(3, ),
+        drop_path_rate=0.,
+        **{key: settings[key]
+           for key in ('embed_dims', 'num_heads', 'mlp_ratios', 'depths',
+                       'sr_ratios')})
+    if kind == 'PCPVT':
         # mmpretrain's PCPVT blocks default to eps 1e-5 (official: 1e-6).
         mmpretrain_cfg['norm_cfg'] = dict(type='LN', eps=1e-6)
+    else:
+        # mmseg spells the argument so.
+        mmseg_cfg.update(
+            windiow_sizes=settings['window_sizes'], norm_after_stage=False)
     return dict(
-        backbone=dict(type=f'mmtnt.{kind.upper()}', arch=size),
-        img_size=224,
-        peers=dict(
-            timm=partial(build_timm,
-                         f'twins_{kind}_{_SIZE_NAMES[size]}'),
-            mmpretrain=partial(build_mmpretrain, mmpretrain_cfg, channels),
-            mmseg=partial(
-                build_mmseg,
-                dict(
-                    type=kind.upper(),
-                    qkv_bias=True,
-                    out_indices=(3, ),
-                    drop_path_rate=0.,
-                    embed_dims=dims,
-                    num_heads=heads,
-                    mlp_ratios=mlp_ratios,
-                    depths=_TWINS[kind][size]['depths'],
-                    sr_ratios=[8, 4, 2, 1],
-                    **mmseg_extra), channels)))
+        timm=partial(build_timm, f'twins_{kind.lower()}_{SIZE_NAMES[arch]}'),
+        mmpretrain=partial(build_mmpretrain, mmpretrain_cfg, channels),
+        mmseg=partial(build_mmseg, mmseg_cfg, channels))
 
 
-def _tnt_variant(size):
-    """The mmtnt backbone and peers of TNT of size ``size`` (s/b)."""
-    channels = dict(s=384, b=640)[size]
+def tnt_peers(arch):
+    """The timm and mmpretrain builders of TNT in the architecture
+    ``arch`` (s/b)."""
     return dict(
-        backbone=dict(type='mmtnt.TNT', arch=size),
-        img_size=224,
-        sized=True,
-        peers=dict(
-            timm=partial(
-                build_timm, f'tnt_{size}_patch16_224', sized=True),
-            mmpretrain=partial(
-                build_mmpretrain,
-                dict(type='TNT', arch=size),
-                channels,
-                neck=False,
-                sized=True)))
+        timm=partial(build_timm, f'tnt_{arch}_patch16_224', sized=True),
+        mmpretrain=partial(
+            build_mmpretrain,
+            dict(type='TNT', arch=arch),
+            TNT.arch_zoo[arch]['embed_dims_outer'],
+            neck=False,
+            sized=True))
 
 
-def _pyramid_tnt_variant(size):
-    """The mmtnt backbone of PyramidTNT of size ``size``: it exists only in
-    mmtnt, so it is measured alone (no ratios)."""
-    return dict(
-        backbone=dict(type='mmtnt.PyramidTNT', arch=size),
-        img_size=192 if size == 'ti' else 256,
-        sized=True,
-        peers=dict())
+def peers_of(backbone):
+    """The peers' builders of an mmtnt backbone config (none for
+    PyramidTNT, which exists only in mmtnt, and for unknown types).
+
+    Examples:
+        >>> sorted(peers_of(dict(type='mmtnt.SVT', arch='small')))
+        ['mmpretrain', 'mmseg', 'timm']
+    """
+    kind = backbone.get('type', '').split('.')[-1]
+    arch = backbone.get('arch')
+    if not isinstance(arch, str):  # a custom architecture has no peers
+        return {}
+    arch = ARCH_LETTERS.get(arch, arch)
+    if kind in ('PCPVT', 'SVT') and arch in PCPVT.arch_zoo:
+        return twins_peers(kind, arch)
+    if kind == 'TNT' and arch in TNT.arch_zoo:
+        return tnt_peers(arch)
+    return {}
 
 
-#: Variant name -> the mmtnt backbone (``backbone``), its published input
-#: side (``img_size``), whether the backbones take the input size
-#: (``sized``) and the peers' builders (``peers``, name -> a builder taking
-#: ``img_size``).
-VARIANTS = {
-    **{f'tnt-{s}': _tnt_variant(s)
-       for s in ('s', 'b')},
-    **{f'pyramidtnt-{s}': _pyramid_tnt_variant(s)
-       for s in ('ti', 's', 'm', 'b')},
-    **{f'{k}-{s}': _twins_variant(k, s)
-       for k in ('pcpvt', 'svt') for s in ('s', 'b', 'l')},
-}
+@functools.lru_cache(maxsize=None)
+def variants():
+    """:func:`mmtnt.analysis.imagenet_variants`, read once."""
+    return imagenet_variants()
 
 
 class Benchmark:
@@ -265,25 +247,28 @@ class Benchmark:
 
     Args:
         name (str): Shown in the tables.
-        backbone (dict): The mmtnt backbone's config.
+        backbone (dict): The mmtnt backbone's config; its ``img_size``, if
+            it has one, is set to ``img_size``.
         img_size (tuple[int, int]): Input (H, W).
         peers (dict): Peer name -> builder taking ``img_size``.
-        sized (bool): Whether the backbones take ``img_size`` (position
-            terms made for it).
         with_cp (bool): Whether mmtnt's backbone recomputes its blocks in
             the backward pass (the peers do not).
     """
 
-    def __init__(self, name, backbone, img_size, peers, sized=False,
-                 with_cp=False):
+    def __init__(self, name, backbone, img_size, peers, with_cp=False):
         self.name = name
         self.backbone = dict(backbone)
-        if sized:
+        if 'img_size' in self.backbone:
             self.backbone['img_size'] = img_size
         if with_cp:
             self.backbone['with_cp'] = True
         self.img_size = img_size
         self.peers = peers
+
+    @property
+    def label(self):
+        """The name and input size, as the tables show them."""
+        return f'{self.name} ({self.img_size[0]}x{self.img_size[1]})'
 
     def builders(self, compare, with_plain=False):
         """The implementations to build.
@@ -306,38 +291,12 @@ class Benchmark:
         return impls
 
 
-def matching_variant(backbone):
-    """The variant whose backbone has the type and arch of ``backbone``.
-
-    Args:
-        backbone (dict): A backbone's config.
-
-    Returns:
-        dict | None: The entry of :data:`VARIANTS`, or None.
-
-    Examples:
-        >>> matching_variant(dict(type='mmtnt.SVT', arch='small'))['img_size']
-        224
-    """
-
-    def full(arch):
-        return _ARCH_NAMES.get(arch, arch)
-
-    for variant in VARIANTS.values():
-        ref = variant['backbone']
-        if ref['type'] == backbone.get('type') and full(
-                ref['arch']) == full(backbone.get('arch')):
-            return variant
-    return None
-
-
 def resolve_benchmark(name, img_size=None, with_cp=False):
     """A :class:`Benchmark` from a variant name or a config file.
 
     Args:
-        name (str): A key of :data:`VARIANTS`, or a config path (its
-            ``model.backbone``; peers are those of the variant with the same
-            type and arch, if any).
+        name (str): A key of :func:`variants`, or a config path (its
+            ``model.backbone``; its peers are found by type and arch).
         img_size (tuple[int, int], optional): Input (H, W); by default the
             variant's published size, or the config's test size.
         with_cp (bool): Set ``with_cp=True`` in mmtnt's backbone.
@@ -356,21 +315,16 @@ def resolve_benchmark(name, img_size=None, with_cp=False):
     if name.endswith('.py'):
         cfg = load_config(name)
         backbone = dict(cfg.model.backbone)
-        variant = matching_variant(backbone)
-        img_size = img_size or tuple(default_shape(cfg)[0])
-        peers = variant['peers'] if variant else {}
-        sized = 'img_size' in backbone or bool(
-            variant and variant.get('sized'))
         return Benchmark(
-            osp.basename(name)[:-3], backbone, img_size, peers, sized,
-            with_cp)
-    if name not in VARIANTS:
+            osp.basename(name)[:-3], backbone, img_size or tuple(
+                default_shape(cfg)[0]), peers_of(backbone), with_cp)
+    if name not in variants():
         raise SystemExit(f'Unknown benchmark {name!r}: give a config file '
-                         f'or one of {sorted(VARIANTS)}.')
-    variant = VARIANTS[name]
-    side = variant['img_size']
+                         f'or one of {list(variants())}.')
+    variant = variants()[name]
+    side = variant['side']
     return Benchmark(name, variant['backbone'], img_size or (side, side),
-                     variant['peers'], variant.get('sized', False), with_cp)
+                     peers_of(variant['backbone']), with_cp)
 
 
 def build_candidates(bench, device, compare=False, impls=None,
@@ -411,3 +365,47 @@ def build_candidates(bench, device, compare=False, impls=None,
         if impl == 'mmtnt' and accelerated:
             accelerate_for_cpu(models[impl].backbone)
     return models, skipped
+
+
+def impl_rows(bench, results, value_cells):
+    """One table row per implementation: for each measurement its cells
+    and, for a peer, the per-round ratio to mmtnt's
+    (:func:`~benchmarks.measure.ratio_cell`: time peer/mmtnt, memory
+    mmtnt/peer).
+
+    Args:
+        bench (Benchmark): What was measured.
+        results (dict): Measurement (``'memory'`` for bytes) ->
+            implementation -> the values of its rounds.
+        value_cells (Callable[[str, list], list[str]]): The cells of one
+            measurement's values.
+
+    Returns:
+        list[list[str]]: The rows, mmtnt's first.
+
+    Examples:
+        >>> rows = impl_rows(
+        ...     Benchmark('svt-s', {}, (64, 64), {}),
+        ...     dict(train=dict(mmtnt=[1., 2.], timm=[2., 3.])),
+        ...     lambda key, values: [str(max(values))])
+        >>> rows
+        [['svt-s (64x64)', 'mmtnt', '2.0', '-'], \
+['svt-s (64x64)', 'timm', '3.0', '1.75 (1.50-2.00)']]
+    """
+    rows = []
+    for impl in next(iter(results.values()), {}):
+        row = [bench.label, impl]
+        for key, values in results.items():
+            row += value_cells(key, values[impl])
+            own = values.get('mmtnt')
+            if impl == 'mmtnt' or own is None or min(values[impl]) <= 0:
+                row.append('-')
+            else:
+                row.append(ratio_cell(values[impl], own, key != 'memory'))
+        rows.append(row)
+    return rows
+
+
+def ratio_title(key):
+    """The title of the ratio column after measurement ``key``."""
+    return 'memory mmtnt/peer' if key == 'memory' else 'time peer/mmtnt'

@@ -1,10 +1,107 @@
-"""What the analysis tools' command lines share: the device, the input size,
-the C allocator's setting, and the lines that describe a run."""
+"""What the benchmarks' command lines share: their common options, the
+device, the input size, the C allocator's setting, and the words that
+describe a run."""
 import os
 
 import torch
 
 from mmtnt.accel import keep_freed_memory, release_freed_memory
+from mmtnt.analysis.cli import parse_shape
+
+
+def add_run_options(parser, device='cpu', warmup=2, rounds=5):
+    """Add the options of every measuring command line: ``--device``,
+    ``--img-size``, ``--warmup``, ``--rounds`` and ``--seed``.
+
+    Args:
+        parser (argparse.ArgumentParser): Gets the options.
+        device (str): The default device.
+        warmup (int): The default warm-up runs.
+        rounds (int): The default measured rounds.
+
+    Examples:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> add_run_options(parser)
+        >>> parser.parse_args(['--rounds', '3']).rounds
+        3
+    """
+    parser.add_argument(
+        '--device', default=device, help='cpu, cuda or cuda:N')
+    parser.add_argument(
+        '--img-size', type=int, nargs='+',
+        help='input side, or H W (default: the published size, or the '
+        'config\'s)')
+    parser.add_argument(
+        '--warmup', type=int, default=warmup,
+        help='unmeasured runs of each first')
+    parser.add_argument(
+        '--rounds', type=int, default=rounds,
+        help='measured rounds; each runs everything once, the order '
+        'rotating')
+    parser.add_argument('--seed', type=int, default=0)
+
+
+def add_cpu_options(parser):
+    """Add ``--threads``, ``--default-malloc`` and ``--no-cpu-accel``, the
+    options of the benchmarks that time on the CPU too.
+
+    Args:
+        parser (argparse.ArgumentParser): Gets the options.
+    """
+    parser.add_argument(
+        '--threads', type=int, help='torch.set_num_threads (default: '
+        'torch\'s)')
+    parser.add_argument(
+        '--default-malloc', dest='keep_freed_memory', action='store_false',
+        help='leave glibc\'s malloc giving freed memory back to the kernel '
+        '(its default) instead of keeping it for reuse, as tools/train.py '
+        'does')
+    parser.add_argument(
+        '--no-cpu-accel', dest='cpu_accel', action='store_false',
+        help='run mmtnt\'s plain models on the CPU too, without '
+        'mmtnt.accelerate_for_cpu')
+
+
+def checked_args(parser, args, positive=('rounds', 'warmup')):
+    """Check the parsed options of :func:`add_run_options`: ``img_size``
+    becomes (H, W) or None, and the options named in ``positive`` must be
+    at least 1 where given.
+
+    Args:
+        parser (argparse.ArgumentParser): Reports a bad value.
+        args (argparse.Namespace): The parsed options; changed in place.
+        positive (Sequence[str]): Options (their ``dest``) that must be
+            positive.
+
+    Returns:
+        argparse.Namespace: ``args``.
+
+    Examples:
+        >>> import argparse
+        >>> args = checked_args(argparse.ArgumentParser(),
+        ...                     argparse.Namespace(img_size=[64], rounds=2))
+        >>> args.img_size
+        (64, 64)
+    """
+    args.img_size = parse_shape(parser, args.img_size, '--img-size')
+    for name in positive:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            parser.error(f'--{name.replace("_", "-")} must be positive.')
+    return args
+
+
+def rounds_note(args):
+    """How the measurements were taken, in words.
+
+    Examples:
+        >>> import argparse
+        >>> rounds_note(argparse.Namespace(rounds=5, warmup=2))
+        'median of 5 interleaved rounds after 2 warm-up runs'
+    """
+    return (f'median of {args.rounds} interleaved rounds after '
+            f'{args.warmup} warm-up runs')
 
 
 def checked_device(name):
@@ -28,29 +125,6 @@ def checked_device(name):
     if device.type == 'cuda' and not torch.cuda.is_available():
         raise SystemExit(f'--device {name}: no GPU is available.')
     return device
-
-
-def checked_img_size(parser, img_size):
-    """``--img-size`` (one side, or H W) as (H, W); None stays None.
-
-    Args:
-        parser (argparse.ArgumentParser): Reports a bad value.
-        img_size (list[int], optional): The parsed values.
-
-    Returns:
-        tuple[int, int] | None: The input size.
-
-    Examples:
-        >>> import argparse
-        >>> checked_img_size(argparse.ArgumentParser(), [64])
-        (64, 64)
-    """
-    if img_size is None:
-        return None
-    if len(img_size) not in (1, 2) or min(img_size) < 1:
-        parser.error('--img-size takes one positive side or H W, got '
-                     f'{img_size}.')
-    return tuple(img_size * (3 - len(img_size)))
 
 
 def set_malloc(args, device):

@@ -1,7 +1,7 @@
 """Time the two attention routes of mmtnt's plain model on the attention
 shapes of real models, to check the route rule of
-``mmtnt.models.layers.attention`` (``takes_explicit_route``); the library
-behind ``tools/analysis_tools/attention_routes.py``.
+``mmtnt.models.layers.attention`` (``takes_explicit_route``):
+``python -m benchmarks.attention_routes``.
 
 The shapes are recorded from one forward pass of each variant at its
 published size and the given batch: every distinct (queries, keys, values,
@@ -14,32 +14,35 @@ chosen 16-bit dtype, by:
 - ``sdpa-no-flash``: the same with FlashAttention ruled out (cuDNN,
   memory-efficient and math kernels allowed; on a GPU only).
 
-A route that fails on a shape (a kernel refusing it) is printed and shown
-as ``nan``.
+The routes of a shape take turns in interleaved rounds
+(:func:`benchmarks.measure.interleaved_rounds`). A route that fails on a
+shape (a kernel refusing it) is printed and shown as ``nan``.
 
 ``--sweep-keys`` adds self-attention over windows of those many keys at
 ``--sweep-head-dims`` (whether few keys favour the explicit route). The
 table gives medians and the route the rule picks.
 
-Examples:
-    >>> from mmtnt.analysis.attention_routes import main
-    >>> main(['svt-s', '--device', 'cpu', '--batch-size', '1',
-    ...       '--img-size', '64', '--rounds', '2'])  # doctest: +SKIP
+Examples::
+
+    python -m benchmarks.attention_routes tnt-s svt-s --device cuda
+    python -m benchmarks.attention_routes --device cuda \\
+        --sweep-keys 16 25 49 64 100 --sweep-head-dims 32 64
 """
 import argparse
 import statistics
-import time
+from functools import partial
 from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
+from mmtnt.analysis import format_table
 from mmtnt.models.layers import attention as attention_module
 from mmtnt.models.layers.attention import (explicit_attention,
                                            takes_explicit_route)
-from .options import checked_device, checked_img_size, device_description
-from .tables import format_table
-from .timing import synchronize
+from .measure import interleaved_rounds, timed
+from .options import (add_run_options, checked_args, checked_device,
+                      device_description, rounds_note)
 from .variants import build_mmtnt, resolve_benchmark
 
 DTYPES = dict(bfloat16=torch.bfloat16, float16=torch.float16)
@@ -49,7 +52,7 @@ def recorded_shapes(name, batch_size, img_size, device):
     """The distinct attention inputs of one forward pass of a variant.
 
     Args:
-        name (str): A variant of :data:`mmtnt.analysis.variants.VARIANTS`.
+        name (str): A variant of :func:`benchmarks.variants.variants`.
         batch_size (int): Images of the forward pass.
         img_size (tuple[int, int], optional): Their (H, W); by default the
             variant's published size.
@@ -79,8 +82,10 @@ def recorded_shapes(name, batch_size, img_size, device):
         return original(query, key, value, attn_mask, dropout_p)
 
     images = torch.randn(batch_size, 3, *bench.img_size, device=device)
+    # The plain model's attentions call their class's ``auto_attention``.
     with torch.no_grad(), mock.patch.object(
-            attention_module, 'scaled_dot_product_attention', record):
+            attention_module.MultiheadAttention, 'auto_attention',
+            staticmethod(record)):
         model(images)
     return [(q, k, v, mask) for (q, k, v, _), mask in seen.items()]
 
@@ -124,8 +129,9 @@ def route_runners(device):
     return runners
 
 
-def time_route(route, shapes, mask, dtype, device, args):
-    """Median seconds of forward plus backward of ``route``.
+def route_step(route, shapes, mask, dtype, device, seed=0):
+    """A callable running forward plus backward of ``route`` on random
+    inputs of ``shapes``.
 
     Args:
         route (Callable): An attention function, from :func:`route_runners`.
@@ -133,29 +139,42 @@ def time_route(route, shapes, mask, dtype, device, args):
         mask (Tensor, optional): The attention mask.
         dtype (torch.dtype): Of the random inputs.
         device (torch.device): Where to run.
-        args (argparse.Namespace): With ``warmup`` and ``rounds``.
+        seed (int): Seeds the inputs.
 
     Returns:
-        float: Seconds.
+        Callable[[], None]: The step.
     """
-    gen = torch.Generator(device=device).manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(seed)
     q, k, v = (torch.randn(s, device=device, generator=gen).to(dtype)
                .requires_grad_() for s in shapes)
     if mask is not None and mask.is_floating_point():
         mask = mask.to(device=device, dtype=dtype)
     grad = torch.randn(q.shape[:-1] + v.shape[-1:], device=device,
                        generator=gen).to(dtype)
+    return lambda: route(q, k, v, attn_mask=mask).backward(grad)
 
-    def step():
-        synchronize(device)
-        start = time.perf_counter()
-        route(q, k, v, attn_mask=mask).backward(grad)
-        synchronize(device)
-        return time.perf_counter() - start
 
-    for _ in range(args.warmup):
-        step()
-    return statistics.median(step() for _ in range(args.rounds))
+def time_routes(source, shapes, mask, dtype, device, args):
+    """Median seconds of every route on one case, the routes taking turns;
+    a route that fails on it is printed and gets ``nan``.
+
+    Returns:
+        dict: Route name -> seconds.
+    """
+    runners, times = {}, {}
+    for name, route in route_runners(device).items():
+        step = route_step(route, shapes, mask, dtype, device, args.seed)
+        try:
+            step()
+        except RuntimeError as error:  # a kernel that refuses the shape
+            print(f'{source} {shapes[0]} {name}: {error}'.splitlines()[0])
+            times[name] = float('nan')
+            continue
+        runners[name] = partial(timed, step, device)
+    measured = interleaved_rounds(runners, args.warmup, args.rounds)
+    for name, seconds in measured.items():
+        times[name] = statistics.median(seconds)
+    return {name: times[name] for name in route_runners(device)}
 
 
 def describe(shapes, mask):
@@ -186,17 +205,9 @@ def rows_for(source, cases, dtype, device, args):
     Returns:
         tuple[list[list[str]], list[str]]: The rows; the routes timed.
     """
-    runners = route_runners(device)
     rows = []
     for *shapes, mask in cases:
-        times = {}
-        for name, run in runners.items():
-            try:
-                times[name] = time_route(run, shapes, mask, dtype, device,
-                                         args)
-            except RuntimeError as error:  # a kernel that refuses the shape
-                print(f'{source} {shapes[0]} {name}: {error}'.splitlines()[0])
-                times[name] = float('nan')
+        times = time_routes(source, shapes, mask, dtype, device, args)
         example = [torch.empty(s, dtype=dtype, device=device) for s in shapes]
         rule = 'explicit' if takes_explicit_route(*example) else 'sdpa'
         # A failed route (nan) counts as the slower.
@@ -206,11 +217,11 @@ def rows_for(source, cases, dtype, device, args):
             f'{t * 1000:.3f}' for t in times.values()
         ] + [f'{times["sdpa"] / times["explicit"]:.2f}', rule,
              'yes' if rule == faster else 'no'])
-    return rows, list(runners)
+    return rows, list(route_runners(device))
 
 
 def parse_args(argv=None):
-    """The options of ``attention_routes.py``.
+    """The options of ``python -m benchmarks.attention_routes``.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -221,11 +232,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Time the explicit and fused attention routes on the '
         'attention shapes of real models.')
-    parser.add_argument('names', nargs='*', help='variants of benchmark.py')
-    parser.add_argument('--device', default='cuda')
+    parser.add_argument(
+        'names', nargs='*', help='variants of python -m benchmarks.benchmark')
+    add_run_options(parser, device='cuda', warmup=3, rounds=10)
     parser.add_argument('--dtype', default='bfloat16', choices=list(DTYPES))
     parser.add_argument('--batch-size', type=int, default=64)
-    parser.add_argument('--img-size', type=int, nargs='+')
     parser.add_argument('--sweep-keys', type=int, nargs='*', default=[])
     parser.add_argument(
         '--sweep-head-dims', type=int, nargs='+', default=[32, 64])
@@ -235,18 +246,16 @@ def parse_args(argv=None):
         default=4096,
         help='windows (batch x windows) of the key sweep')
     parser.add_argument('--sweep-heads', type=int, default=2)
-    parser.add_argument('--warmup', type=int, default=3)
-    parser.add_argument('--rounds', type=int, default=10)
     parser.add_argument('--out', help='also write the markdown here')
-    args = parser.parse_args(argv)
-    args.img_size = checked_img_size(parser, args.img_size)
+    args = checked_args(parser, parser.parse_args(argv),
+                        positive=('rounds', ))
     if not args.names and not args.sweep_keys:
         parser.error('give variants, --sweep-keys, or both.')
     return args
 
 
 def main(argv=None):
-    """``attention_routes.py``: time the routes and print the table.
+    """Time the routes and print the table.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -269,10 +278,13 @@ def main(argv=None):
                   'sdpa/explicit', 'rule', 'rule picks the faster'
               ]
     text = (f'{device_description(device)}; {args.dtype}, forward + '
-            f'backward, median of {args.rounds} after {args.warmup} '
-            f'warm-up runs, batch {args.batch_size}\n\n' +
+            f'backward, {rounds_note(args)}, batch {args.batch_size}\n\n' +
             format_table(header, rows) + '\n')
     print(text)
     if args.out:
         with open(args.out, 'w') as file:
             file.write(text)
+
+
+if __name__ == '__main__':
+    main()

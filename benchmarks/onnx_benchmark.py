@@ -1,10 +1,11 @@
 """Export classifiers to ONNX with dynamic axes, check them against PyTorch,
-and time ONNX Runtime against mmtnt's eager forward on the CPU: the library
-behind ``tools/analysis_tools/onnx_benchmark.py``.
+and time ONNX Runtime against mmtnt's eager forward on the CPU
+(``python -m benchmarks.onnx_benchmark``).
 
-For each config (by default the twelve ImageNet configs of TNT, PyramidTNT
-and Twins) the classifier is built with random weights (their values do
-not change the timings) and exported by :mod:`mmtnt.deploy`
+For each config (by default those of the ImageNet variants of the model
+index, :func:`benchmarks.variants.variants`) the classifier is built with
+random weights (their values do not change the timings) and exported by
+:mod:`mmtnt.deploy`
 (``torch.onnx.export(..., dynamo=True)``, batch, height and width dynamic)
 at the config's test resolution, with the head's logits as output. Then:
 
@@ -20,16 +21,14 @@ at the config's test resolution, with the head's logits as output. Then:
   ``torch.inference_mode``. After ``--warmup`` runs of each, the three take
   turns for ``--rounds`` rounds, the order rotating every round, so that a
   change of machine load hits all of them alike
-  (:func:`mmtnt.analysis.timing.time_runs`); the table gives the median
+  (:func:`benchmarks.measure.time_runs`); the table gives the median
   and, in brackets, the fastest and slowest run.
 
-The table is printed in markdown. Machine-specific numbers belong in
-docs/benchmarks.md, not in code.
+Examples::
 
-Examples:
-    >>> from mmtnt.analysis.onnx_benchmark import main
-    >>> main(['configs/twins/twins-svt-small_8xb128_in1k.py', '--rounds',
-    ...       '3'])  # doctest: +SKIP
+    python -m benchmarks.onnx_benchmark
+    python -m benchmarks.onnx_benchmark \\
+        configs/twins/twins-svt-small_8xb128_in1k.py --rounds 3
 """
 import argparse
 import copy
@@ -41,29 +40,14 @@ import time
 
 import numpy as np
 import torch
-from mmengine.config import Config
 
 from mmtnt.accel import accelerate_for_cpu
+from mmtnt.analysis import default_shape, format_table, load_config
 from mmtnt.deploy import (INPUT_NAME, build_model, cpu_session, export_graph,
                           export_onnx, second_shape, verify_onnx)
-from .tables import format_times, markdown_table
-from .timing import time_runs
+from .measure import format_times, time_runs
+from .variants import variants
 
-#: The ImageNet configs measured by default.
-IMAGENET_CONFIGS = [
-    'configs/tnt/tnt-s-p16_16xb64_in1k.py',
-    'configs/tnt/tnt-b-p16_16xb64_in1k.py',
-    'configs/pyramid_tnt/pyramid-tnt-ti_8xb128_in1k-192px.py',
-    'configs/pyramid_tnt/pyramid-tnt-s_8xb128_in1k-256px.py',
-    'configs/pyramid_tnt/pyramid-tnt-m_8xb128_in1k-256px.py',
-    'configs/pyramid_tnt/pyramid-tnt-b_8xb128_in1k-256px.py',
-    'configs/twins/twins-pcpvt-small_8xb128_in1k.py',
-    'configs/twins/twins-pcpvt-base_8xb128_in1k.py',
-    'configs/twins/twins-pcpvt-large_16xb64_in1k.py',
-    'configs/twins/twins-svt-small_8xb128_in1k.py',
-    'configs/twins/twins-svt-base_8xb128_in1k.py',
-    'configs/twins/twins-svt-large_16xb64_in1k.py',
-]
 #: The batch of the accuracy checks.
 CHECK_BATCH = 2
 #: The columns of the table: (row key, title).
@@ -80,30 +64,6 @@ COLUMNS = [
 ]
 
 
-def classifier_input_size(cfg):
-    """The square input size of a classification config's test pipeline:
-    its ``CenterCrop`` (else 224).
-
-    Args:
-        cfg (Config): A classification config.
-
-    Returns:
-        tuple[int, int]: Height and width.
-
-    Examples:
-        >>> classifier_input_size(Config.fromfile(
-        ...     'configs/pyramid_tnt/pyramid-tnt-s_8xb128_in1k-256px.py'))
-        (256, 256)
-    """
-    pipeline = cfg.get('test_dataloader', {}).get('dataset',
-                                                  {}).get('pipeline', [])
-    for transform in pipeline:
-        if transform.get('type') == 'CenterCrop':
-            size = transform['crop_size']
-            return (size, size) if isinstance(size, int) else tuple(size)
-    return 224, 224
-
-
 def benchmark_config(config, args, work_dir):
     """Export, check and time one config.
 
@@ -118,8 +78,8 @@ def benchmark_config(config, args, work_dir):
         ``export``).
     """
     row = dict(config=osp.splitext(osp.basename(config))[0])
-    cfg = Config.fromfile(config)
-    shape = classifier_input_size(cfg)
+    cfg = load_config(config)
+    shape = default_shape(cfg)[0]
     row['size'] = f'{shape[0]}x{shape[1]}'
     torch.manual_seed(0)
     graph = export_graph(build_model(cfg), logits=True)
@@ -166,7 +126,7 @@ def benchmark_config(config, args, work_dir):
 
 
 def parse_args(argv=None):
-    """The options of ``onnx_benchmark.py``.
+    """The options of ``python -m benchmarks.onnx_benchmark``.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -180,8 +140,8 @@ def parse_args(argv=None):
     parser.add_argument(
         'configs',
         nargs='*',
-        default=IMAGENET_CONFIGS,
-        help='classification configs (default: the 12 ImageNet ones)')
+        help='classification configs (default: those of the ImageNet '
+        'variants)')
     parser.add_argument(
         '--batch-size', type=int, default=8, help='images per timed batch')
     parser.add_argument(
@@ -197,12 +157,13 @@ def parse_args(argv=None):
         '--work-dir',
         help='where the ONNX files are written (default: a temporary '
         'folder, removed at the end)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.configs = args.configs or [v['config'] for v in variants().values()]
+    return args
 
 
 def main(argv=None):
-    """``onnx_benchmark.py``: print a row per config as it is measured,
-    then the whole table.
+    """Print a row per config as it is measured, then the whole table.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -217,10 +178,14 @@ def main(argv=None):
             row = benchmark_config(config, args, work_dir)
             rows.append(row)
             gc.collect()  # the model, its copy and the ONNX session
-            print(markdown_table([row], COLUMNS).splitlines()[-1],
+            print(format_table(COLUMNS, [row]).splitlines()[-1],
                   flush=True)
     print(f'\nBatch {args.batch_size}, {args.threads} threads, median '
           f'(fastest-slowest) of {args.rounds} runs; rel. diff = '
           f'max|onnx - torch| / max|torch| of the logits, batch '
           f'{CHECK_BATCH}.\n')
-    print(markdown_table(rows, COLUMNS))
+    print(format_table(COLUMNS, rows))
+
+
+if __name__ == '__main__':
+    main()

@@ -6,7 +6,7 @@ whose mmcv was installed without compiled ops (``MMCV_WITH_OPS=0``, or a
 pure-Python wheel, as on GPU benchmark machines that have no mmcv build
 for their torch and CUDA) therefore cannot import mmdet or mmseg at all.
 
-Installed as ``mmcv._ext``, this module provides the extension functions
+Put in place as ``mmcv._ext``, this module provides the extension functions
 that training and testing Mask R-CNN (mmdet) and UperNet (mmseg) call,
 computed with torchvision's operators on any device torchvision supports:
 
@@ -30,26 +30,10 @@ kernels (``tests/test_tools/test_mmcv_ops_torchvision.py`` compares them
 with a compiled mmcv); where several boxes have equal scores, NMS may keep
 them in another order.
 
-Put it in place with :func:`install` before ``mmcv.ops`` is imported, or
-copy it into mmcv's package as ``mmcv/_ext.py`` (``install(site_dir)``, or
-its command line)::
-
-    python tools/analysis_tools/mmcv_ops_torchvision.py [SITE_DIR]
-
-The module imports nothing but the standard library, torch and
-torchvision, so that the copy works on its own as ``mmcv._ext``.
-
-Examples:
-    >>> from mmtnt.analysis import mmcv_ops_torchvision
-    >>> mmcv_ops_torchvision.install()  # no compiled ops: stand-in used
-    True
-    >>> import mmdet.models  # imports mmcv.ops
+A benchmark puts it in place for its own process with :func:`install`,
+before ``mmcv.ops`` is imported; no installed package's files change.
 """
-import argparse
-import importlib.util
-import os
-import os.path as osp
-import shutil
+import importlib
 import sys
 
 import torch
@@ -243,111 +227,54 @@ def __getattr__(name):
     return missing
 
 
-def _compiled_ext(mmcv_dir):
-    """The compiled ``_ext`` in an mmcv package folder, or None."""
-    for entry in sorted(os.listdir(mmcv_dir)):
-        if entry.startswith('_ext.') and not entry.endswith('.py'):
-            return osp.join(mmcv_dir, entry)
-    return None
-
-
-def install(site_dir=None, force=False):
-    """Put the stand-in in place as ``mmcv._ext``.
-
-    Without ``site_dir`` it is registered in this process
-    (``sys.modules['mmcv._ext']``); do it before ``mmcv.ops`` (or mmdet,
-    mmseg) is imported. With ``site_dir`` this module's file is copied to
-    ``<site_dir>/mmcv/_ext.py``, so that every process finds it.
+def install(force=False):
+    """Make this module ``mmcv._ext`` in this process
+    (``sys.modules['mmcv._ext']``) where mmcv's compiled extension cannot
+    be imported; call it before ``mmcv.ops`` (or mmdet, mmseg) is
+    imported. No file is written: other processes are left as they are.
 
     Args:
-        site_dir (str, optional): A folder holding the ``mmcv`` package
-            (e.g. the ``--target`` of ``pip install``) to copy into.
-        force (bool): Register the stand-in in this process even where
-            mmcv's compiled ops import (the tests compare the two).
-            Defaults to False.
+        force (bool): Put the stand-in in place even where mmcv's compiled
+            ops import (the tests compare the two). Defaults to False.
 
     Returns:
-        bool | str: Without ``site_dir``, whether the stand-in is now
-        ``mmcv._ext`` (False: mmcv's compiled ops were found and left in
-        place); with it, the path of the written ``_ext.py``.
+        bool: Whether the stand-in is now ``mmcv._ext`` (False: mmcv's
+        compiled ops import, and were left in place).
 
     Raises:
-        FileNotFoundError: ``site_dir`` holds no ``mmcv`` package.
-        FileExistsError: ``site_dir``'s mmcv has compiled ops.
-        RuntimeError: ``mmcv.ops`` was imported before, with another
-            ``mmcv._ext``.
+        RuntimeError: ``mmcv.ops`` was imported before with another
+            ``mmcv._ext`` (with ``force``), or this module is not imported
+            as a module.
 
     Examples:
-        >>> install('/tmp/site')
-        '/tmp/site/mmcv/_ext.py'
+        >>> from benchmarks import mmcv_ops_torchvision
+        >>> mmcv_ops_torchvision.install()  # no compiled ops: stand-in used
+        True
+        >>> import mmdet.models  # imports mmcv.ops
     """
-    if site_dir is not None:
-        mmcv_dir = osp.join(site_dir, 'mmcv')
-        if not osp.isfile(osp.join(mmcv_dir, '__init__.py')):
-            raise FileNotFoundError(f'no mmcv package in {site_dir}')
-        compiled = _compiled_ext(mmcv_dir)
-        if compiled:
-            raise FileExistsError(
-                f'{compiled} exists: this mmcv has compiled ops, which '
-                'the stand-in would not replace')
-        target = osp.join(mmcv_dir, '_ext.py')
-        if not (osp.exists(target) and osp.samefile(__file__, target)):
-            shutil.copyfile(__file__, target)
-        return target
-
     module = sys.modules.get(__name__)
     if module is None or vars(module) is not globals():
         raise RuntimeError(
             f'{__name__} is not in sys.modules: import it as a module '
-            '(mmtnt.analysis.mmcv_ops_torchvision) before install()')
+            '(benchmarks.mmcv_ops_torchvision) before install()')
     current = sys.modules.get('mmcv._ext')
     if current is module:
         return True
     import mmcv
     if not force:
-        if current is None:
-            try:
-                current = importlib.import_module('mmcv._ext')
-            except ImportError:
-                pass  # none, or built for another torch: the stand-in
-        if current is not None:
-            # A copy of this file (``install(site_dir)``) is a stand-in.
-            return str(getattr(current, '__file__', '')).endswith('.py')
+        try:
+            importlib.import_module('mmcv._ext')
+            return False
+        except ImportError:
+            pass  # none, or built for another torch: the stand-in
     if 'mmcv.ops' in sys.modules:
         raise RuntimeError(
             'mmcv.ops is imported already, with mmcv._ext = '
             f'{current!r}; install the stand-in before importing '
             'mmcv.ops, mmdet or mmseg')
+    # mmcv's compiled extension is missing here (an mmcv built without
+    # ops, as on machines with no mmcv build for their torch): mmcv.ops,
+    # and with it mmdet and mmseg, import this stand-in instead.
     sys.modules['mmcv._ext'] = module
     mmcv._ext = module
     return True
-
-
-def main(argv=None):
-    """Copy the stand-in into an mmcv package from the command line
-    (``tools/analysis_tools/mmcv_ops_torchvision.py [SITE_DIR]``).
-
-    Args:
-        argv (list[str], optional): Instead of ``sys.argv[1:]``.
-
-    Returns:
-        int: The exit status, 0.
-    """
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument(
-        'site_dir',
-        nargs='?',
-        help='folder holding the mmcv package (default: where the mmcv '
-        'that Python imports lies)')
-    args = parser.parse_args(argv)
-    site_dir = args.site_dir
-    if site_dir is None:
-        spec = importlib.util.find_spec('mmcv')
-        if spec is None:
-            parser.error('mmcv is not installed')
-        site_dir = osp.dirname(spec.submodule_search_locations[0])
-    try:
-        print(f'wrote {install(site_dir)}')
-    except FileExistsError as error:
-        print(f'nothing to do: {error}')
-    return 0

@@ -1,6 +1,6 @@
 """Accuracy and CPU speed of INT8 ONNX graphs (``mmtnt.deploy.quantize``)
-against the fp32 graph and the eager model: the library behind
-``tools/analysis_tools/int8_benchmark.py``.
+against the fp32 graph and the eager model
+(``python -m benchmarks.int8_benchmark``).
 
 Accuracy (``--accuracy CONFIG CHECKPOINT``, repeatable; any classifier,
 segmentor or detector config): the model is exported to ONNX with dynamic
@@ -15,15 +15,15 @@ config (the data paths, say); ``--test-images`` limits each test set to
 its first images; ``--metrics`` picks the metrics in the table (by
 default every scalar metric of each evaluator).
 
-Speed (``--speed-configs``, by default the S-size ImageNet classifiers
-of TNT, PyramidTNT, PCPVT and SVT, random weights; calibrated on two
+Speed (``--speed-configs``, by default the S-size ImageNet variants of
+the model index, random weights; calibrated on two
 random standard-normal images, which do not change the timings): one
 forward of a batch of each ``--batch-sizes`` at the config's test size with
 ``--threads`` threads, for ONNX Runtime fp32, dynamic INT8 and static INT8
 and for the eager model with ``mmtnt.accelerate_for_cpu`` in
 ``torch.inference_mode``. They take turns for ``--rounds`` rounds after
 ``--warmup`` runs, the order rotating every round
-(``mmtnt.analysis.time_runs``); the table gives median milliseconds
+(:func:`benchmarks.measure.time_runs`); the table gives median milliseconds
 (fastest-slowest) and the speed-ups as the median (lowest-highest) of the
 per-round ratios, so that load changing between rounds cancels.
 
@@ -35,13 +35,10 @@ speed on the machine at hand. The CPU's integer instruction sets (AVX2,
 AVX-512, VNNI) are printed with the tables: 8-bit weights saturate on
 CPUs with AVX2 and no VNNI.
 
-The tables are printed in markdown. Machine-specific numbers belong in the
-docs, not in code.
-
 Examples (the embedded demos of docs/inference.md, their data where
 ``make_demo_scenes.py`` and ``prepare_fashion_mnist.py`` put it)::
 
-    python tools/analysis_tools/int8_benchmark.py \\
+    python -m benchmarks.int8_benchmark \\
         --accuracy configs/demo/tnt-demo_1xb128_fashion-mnist.py \\
             work_dirs/tnt-demo/epoch_4.pth \\
         --accuracy \\
@@ -51,7 +48,7 @@ Examples (the embedded demos of docs/inference.md, their data where
             configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
             work_dirs/retinanet-demo/epoch_30.pth \\
         --metrics accuracy/top1 mIoU coco/bbox_mAP_50 --speed-configs
-    python tools/analysis_tools/int8_benchmark.py \\
+    python -m benchmarks.int8_benchmark \\
         --speed-configs configs/twins/twins-svt-small_8xb128_in1k.py
 """
 import argparse
@@ -62,29 +59,31 @@ import tempfile
 
 import numpy as np
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 
 from mmtnt.accel import accelerate_for_cpu
-from mmtnt.analysis import format_times, markdown_table, ratio_cell, time_runs
-from mmtnt.analysis.onnx_benchmark import classifier_input_size
+from mmtnt.analysis import default_shape, format_table, load_config
 from mmtnt.deploy import (INPUT_NAME, MIN_DYNAMIC_TRACE_SIZE, build_model,
                           cpu_session, export_graph, export_onnx)
 from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.quantize import (MODES, calibration_inputs,
                                    cpu_int8_features, quantize_onnx)
+from .measure import format_times, ratio_cell, time_runs
+from .variants import variants
 
-#: The configs timed by default.
-SPEED_CONFIGS = [
-    'configs/tnt/tnt-s-p16_16xb64_in1k.py',
-    'configs/pyramid_tnt/pyramid-tnt-s_8xb128_in1k-256px.py',
-    'configs/twins/twins-pcpvt-small_8xb128_in1k.py',
-    'configs/twins/twins-svt-small_8xb128_in1k.py',
-]
 #: The suffix of the graphs with 8-bit weights (``--full-range``).
 FULL_RANGE = '-8bit'
 
 
 def parse_args(argv=None):
+    """The options of ``python -m benchmarks.int8_benchmark``.
+
+    Args:
+        argv (list[str], optional): Instead of ``sys.argv[1:]``.
+
+    Returns:
+        argparse.Namespace: ``speed_configs`` filled in by default.
+    """
     parser = argparse.ArgumentParser(
         description='Accuracy and CPU speed of INT8 ONNX graphs.')
     parser.add_argument(
@@ -118,8 +117,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--speed-configs',
         nargs='*',
-        default=SPEED_CONFIGS,
-        help='classification configs to time (none: no timing)')
+        help='classification configs to time (default: those of the S-size '
+        'variants; none: no timing)')
     parser.add_argument(
         '--batch-sizes',
         type=int,
@@ -141,7 +140,13 @@ def parse_args(argv=None):
         '--work-dir',
         help='where the ONNX files are written (default: a temporary '
         'folder, removed at the end)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.speed_configs is None:
+        args.speed_configs = [
+            variant['config'] for name, variant in variants().items()
+            if name.endswith('-s')
+        ]
+    return args
 
 
 def int8_graphs(full_range=False):
@@ -179,9 +184,7 @@ def accuracy_rows(config, checkpoint, args, work_dir):
         ``metric``, the value of each graph and its change from fp32 in
         each INT8 graph.
     """
-    cfg = Config.fromfile(config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(config, args.cfg_options)
     name = config_name(config)
     fp32 = osp.join(work_dir, f'{name}.onnx')
     export_onnx(
@@ -201,7 +204,7 @@ def accuracy_rows(config, checkpoint, args, work_dir):
     ]
     if not keys:
         raise SystemExit(
-            f'int8_benchmark.py: none of --metrics {args.metrics} among the '
+            f'none of --metrics {args.metrics} among the '
             f'metrics of {config}: {list(metrics["fp32"])}.')
     return [metric_row(name, key, metrics, args.full_range) for key in keys]
 
@@ -228,9 +231,9 @@ def speed_rows(config, args, work_dir):
     Returns:
         list[dict]: The table's rows.
     """
-    cfg = Config.fromfile(config)
+    cfg = load_config(config)
     name = config_name(config)
-    shape = classifier_input_size(cfg)
+    shape = default_shape(cfg)[0]
     torch.manual_seed(0)
     graph = export_graph(build_model(cfg), logits=True)
     fp32 = osp.join(work_dir, name + '.onnx')
@@ -304,6 +307,11 @@ def describe_cpu():
 
 
 def main(argv=None):
+    """Print the accuracy and speed tables.
+
+    Args:
+        argv (list[str], optional): Instead of ``sys.argv[1:]``.
+    """
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     accuracy_table = accuracy_columns(args.full_range)
@@ -315,18 +323,22 @@ def main(argv=None):
         for config, checkpoint in args.accuracy:
             rows = accuracy_rows(config, checkpoint, args, work_dir)
             accuracy.extend(rows)
-            print(markdown_table(rows, accuracy_table), flush=True)
+            print(format_table(accuracy_table, rows), flush=True)
         for config in args.speed_configs:
             rows = speed_rows(config, args, work_dir)
             speed.extend(rows)
             gc.collect()  # the model, its copy and the sessions
-            print(markdown_table(rows, speed_table), flush=True)
+            print(format_table(speed_table, rows), flush=True)
     if accuracy:
         print('\nAccuracy of the same test images (static mode calibrated on '
               f'{args.calibration_images} training images):\n')
-        print(markdown_table(accuracy, accuracy_table))
+        print(format_table(accuracy_table, accuracy))
     if speed:
         print(f'\n{args.threads} threads, median (fastest-slowest) of '
               f'{args.rounds} runs; speed-ups: median (lowest-highest) of '
               'the per-round ratios, above 1 = INT8 faster:\n')
-        print(markdown_table(speed, speed_table))
+        print(format_table(speed_table, speed))
+
+
+if __name__ == '__main__':
+    main()

@@ -4,8 +4,9 @@ against mmdet's eager ``predict``.
 
 Each side runs in a process of its own (a worker), which loads the model
 (or the ONNX Runtime session) and then waits for the parent's orders. The
-parent has them run one image in turns, the order rotating every round, so
-that a change of machine load hits both alike. A worker's memory is its
+parent has them run one image in interleaved rounds
+(:func:`benchmarks.measure.interleaved_rounds`), so that a change of
+machine load hits both alike. A worker's memory is its
 peak resident memory (``VmHWM``) over all its runs, warm-up included, above
 its resident memory once the model is loaded.
 
@@ -19,10 +20,12 @@ graph_attention`), and its session runs without ONNX Runtime's memory
 pattern unless ``--memory-pattern`` is given
 (:func:`mmtnt.deploy.cpu_session`).
 
-Usage (``tools/analysis_tools/mask_rcnn_onnx_benchmark.py``)::
+Examples::
 
-    python tools/analysis_tools/mask_rcnn_onnx_benchmark.py CONFIG \\
-        [CHECKPOINT] --shape 800 1333 --rounds 5 --threads 2 --image DIR
+    python -m benchmarks.mask_rcnn_onnx_benchmark \\
+        configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py \\
+        epoch_20.pth --shape 800 1333 --rounds 5 --threads 2 \\
+        --image data/demo_scenes/coco/val
 """
 import argparse
 import json
@@ -32,9 +35,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 
+from mmtnt.analysis import format_table
+from .measure import interleaved_rounds, reset_resident_peak, resident_bytes
+
+#: The repository root, from where the workers import this module.
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 #: The two sides, in the order of the first round.
 SIDES = ('onnxruntime', 'mmdet')
 
@@ -93,7 +102,7 @@ def build_model(config, checkpoint, score_thr=None, max_per_img=None):
     changed where given."""
     from mmengine.config import Config
 
-    from .export import build_model as build_deploy_model
+    from mmtnt.deploy.export import build_model as build_deploy_model
     cfg = Config.fromfile(config)
     rcnn = cfg.model.test_cfg.rcnn
     if score_thr is not None:
@@ -109,8 +118,8 @@ def prepare(args, work_dir):
     (``model.onnx``, per-RoI masks, dynamic height and width)."""
     import torch
 
-    from .detection import DetectorGraph
-    from .export import export_onnx
+    from mmtnt.deploy.detection import DetectorGraph
+    from mmtnt.deploy.export import export_onnx
     model = build_model(args.config, args.checkpoint, args.score_thr,
                         args.max_per_img)
     if args.image:
@@ -134,15 +143,6 @@ def prepare(args, work_dir):
     return tuple(inputs.shape)
 
 
-def resident_bytes(key):
-    """This process's ``VmRSS`` or ``VmHWM``, in bytes (Linux)."""
-    with open('/proc/self/status') as status:
-        for line in status:
-            if line.startswith(key + ':'):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f'{key} is not in /proc/self/status.')
-
-
 def side_runner(side, work_dir, threads):
     """A callable that runs the detector once on the work folder's input
     and returns boxes, scores, labels and image masks as NumPy arrays."""
@@ -153,8 +153,9 @@ def side_runner(side, work_dir, threads):
     img_shape = tuple(settings['img_shape'])
     inputs = np.load(osp.join(work_dir, 'input.npy'))
     if side == 'onnxruntime':
-        from .masks import paste_masks
-        from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
+        from mmtnt.deploy.masks import paste_masks
+        from mmtnt.deploy.runtime import (IMG_SHAPE_NAME, INPUT_NAME,
+                                          cpu_session)
         session = cpu_session(osp.join(work_dir, 'model.onnx'), threads,
                               memory_pattern=settings['memory_pattern'])
         feed = {INPUT_NAME: inputs,
@@ -199,8 +200,7 @@ def serve(side, work_dir, threads):
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     run = side_runner(side, work_dir, threads)
     loaded = resident_bytes('VmRSS')
-    with open('/proc/self/clear_refs', 'w') as clear_refs:
-        clear_refs.write('5')  # the peak (VmHWM) restarts from here
+    reset_resident_peak()
     print('ready', file=answers, flush=True)
     found = None
     for line in sys.stdin:
@@ -226,10 +226,14 @@ class Worker:
 
     def __init__(self, side, work_dir, threads):
         self.side = side
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join(
+            filter(None, [REPO, env.get('PYTHONPATH')]))
         self.process = subprocess.Popen(
-            [sys.executable, '-m', __name__, '--worker', side, '--work-dir',
-             work_dir, '--threads', str(threads)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [sys.executable, '-m', __spec__.name, '--worker', side,
+             '--work-dir', work_dir, '--threads', str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env=env)
 
     def ask(self, order):
         """Send one order and return the worker's answer line."""
@@ -248,29 +252,32 @@ class Worker:
         self.process.wait()
 
 
+def ask_run(worker):
+    """One timed run of a worker: its seconds and detections."""
+    seconds, count = worker.ask('run').split()
+    return float(seconds), int(count)
+
+
 def measure(work_dir, threads, warmup, rounds):
     """Run both sides' workers in interleaved rounds.
 
     Returns:
-        dict: Per side ``seconds`` (list), ``detections`` and
-        ``peak_bytes`` (above the loaded model).
+        dict: Per side ``seconds`` (list), ``detections`` (of the last run)
+        and ``peak_bytes`` (above the loaded model).
     """
     workers = {side: Worker(side, work_dir, threads) for side in SIDES}
     try:
         for worker in workers.values():
             worker.ask(None)  # 'ready'
-        results = {side: dict(seconds=[]) for side in SIDES}
-        for _ in range(warmup):
-            for worker in workers.values():
-                worker.ask('run')
-        for round_index in range(rounds):
-            shift = round_index % len(SIDES)
-            for side in SIDES[shift:] + SIDES[:shift]:
-                seconds, count = workers[side].ask('run').split()
-                results[side]['seconds'].append(float(seconds))
-                results[side]['detections'] = int(count)
+        runs = interleaved_rounds(
+            {side: partial(ask_run, worker)
+             for side, worker in workers.items()}, warmup, rounds)
+        results = {}
         for side, worker in workers.items():
-            results[side]['peak_bytes'] = int(worker.ask('peak'))
+            results[side] = dict(
+                seconds=[seconds for seconds, _ in runs[side]],
+                detections=runs[side][-1][1],
+                peak_bytes=int(worker.ask('peak')))
             worker.ask('save')
     finally:
         for worker in workers.values():
@@ -299,23 +306,49 @@ def compare_detections(work_dir):
 
 
 def report(results, shape, threads):
-    """The table of :func:`measure`'s results, in Markdown."""
-    rows = ['| | time (median, min) | peak memory above the loaded model '
-            '| detections |', '|---|---|---|---|']
+    """The table of :func:`measure`'s results, in Markdown.
+
+    Examples:
+        >>> print(report(dict(
+        ...     onnxruntime=dict(seconds=[2., 1., 3.], peak_bytes=2**20,
+        ...                      detections=5),
+        ...     mmdet=dict(seconds=[4., 4., 5.], peak_bytes=2**21,
+        ...                detections=5)), (1, 3, 800, 1344), 2))
+        Input (1, 3, 800, 1344), 2 threads, 3 rounds
+        | | time (median, min) | peak memory above the loaded model | \
+detections |
+        |---|---|---|---|
+        | ONNX Runtime + paste_masks | 2000 ms, 1000 ms | 1 MiB | 5 |
+        | eager mmdet predict | 4000 ms, 4000 ms | 2 MiB | 5 |
+    """
+    rows = []
     for side, label in zip(SIDES, ('ONNX Runtime + paste_masks',
                                    'eager mmdet predict')):
         result = results[side]
-        seconds = sorted(result['seconds'])
-        rows.append(
-            f'| {label} | {1000 * np.median(seconds):.0f} ms, '
-            f'{1000 * seconds[0]:.0f} ms | '
-            f'{result["peak_bytes"] / 2**20:.0f} MiB | '
-            f'{result["detections"]} |')
+        seconds = result['seconds']
+        rows.append([
+            label, f'{1000 * np.median(seconds):.0f} ms, '
+            f'{1000 * min(seconds):.0f} ms',
+            f'{result["peak_bytes"] / 2**20:.0f} MiB',
+            str(result['detections'])
+        ])
+    header = ['', 'time (median, min)', 'peak memory above the loaded model',
+              'detections']
     return (f'Input {shape}, {threads} threads, '
-            f'{len(results[SIDES[0]]["seconds"])} rounds\n' + '\n'.join(rows))
+            f'{len(results[SIDES[0]]["seconds"])} rounds\n' +
+            format_table(header, rows))
 
 
 def parse_args(argv=None):
+    """The options of ``python -m benchmarks.mask_rcnn_onnx_benchmark``
+    (and of its workers).
+
+    Args:
+        argv (list[str], optional): Instead of ``sys.argv[1:]``.
+
+    Returns:
+        argparse.Namespace: The options.
+    """
     parser = argparse.ArgumentParser(
         description='Time and memory of a Mask R-CNN exported to ONNX '
         '(ONNX Runtime, per-RoI masks pasted after the graph) against '
@@ -356,6 +389,11 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    """Measure both sides and print the table (or serve as a worker).
+
+    Args:
+        argv (list[str], optional): Instead of ``sys.argv[1:]``.
+    """
     args = parse_args(argv)
     if args.worker is not None:
         serve(args.worker, args.work_dir, args.threads)

@@ -1,9 +1,9 @@
 """Time one train step of detectors and segmentors built from their
 configs, at their training sizes, measure its peak memory, and estimate
-the GPU-hours of the config's schedule: the library behind
-``tools/analysis_tools/dense_benchmark.py``.
+the GPU-hours of the config's schedule (``python -m
+benchmarks.dense_benchmark``).
 
-:mod:`mmtnt.analysis.dense` builds the models and their random batches
+:mod:`benchmarks.dense` builds the models and their random batches
 (a config of another package, named ``package::path``, runs beside mmtnt's
 as a peer) and reads the schedules. The batch is the config's per-GPU
 batch (``train_dataloader.batch_size``) unless ``--batch-size``.
@@ -14,7 +14,7 @@ batch (``train_dataloader.batch_size``) unless ``--batch-size``.
   warm-up steps; no gradients). On a GPU ``torch.cuda.max_memory_allocated``;
   on the CPU the peak resident memory (``VmHWM``) with glibc's ``malloc``
   set to return every freed tensor to the system, which slows the steps
-  down: time in a run of ``--modes train`` (as in ``benchmark.py``).
+  down: time in a run of ``--modes train``.
 
 On the CPU the models run with the CPU accelerator
 (``mmtnt.accelerate_for_cpu``, as ``tools/train.py`` applies it to the
@@ -28,63 +28,64 @@ runs without it, and the output says so.
 After warm-up steps the configs (and with_cp variants) take turns, the
 order rotating every round, so a change of machine load hits all of them
 alike; the table gives the medians over the rounds, and the GPU-hours of
-each config's schedule (:class:`mmtnt.analysis.dense.Schedule`).
+each config's schedule (:class:`benchmarks.dense.Schedule`).
 
-Examples:
-    >>> from mmtnt.analysis.dense_benchmark import main
-    >>> main(['configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py',
-    ...       '--img-size', '128', '--batch-size', '2', '--modes', 'train'])
-    ... # doctest: +SKIP
+Where mmcv has no compiled ops, mmcv's extension is the torchvision
+stand-in (:mod:`benchmarks.mmcv_ops_torchvision`) in this process, and the
+output says so.
+
+Examples::
+
+    python -m benchmarks.dense_benchmark \\
+        configs/twins/mask-rcnn_twins-svt-s_fpn_1x_coco.py \\
+        configs/tnt/mask-rcnn_tnt-s-p16_fpn_1x_coco.py \\
+        --device cuda --with-cp both
+    python -m benchmarks.dense_benchmark \\
+        configs/twins/upernet_twins-svt-s_8xb2-160k_ade20k-512x512.py \\
+        mmseg::twins/twins_svt-s_uperhead_8xb2-160k_ade20k-512x512.py \\
+        --device cuda --amp --out work_dirs/dense_benchmark.md
 """
 import argparse
 import os
 import os.path as osp
 import statistics
-import time
 from functools import partial
 
 import torch
 from mmengine.config import DictAction
 from mmengine.logging import MMLogger
 
+from mmtnt.analysis import format_table
 from mmtnt.engine import enable_amp
+from . import STANDIN_OPS
 from .dense import (DenseRun, Schedule, backbone_label, backbone_takes_with_cp,
                     config_label, load_dense_config, train_input_size,
                     weighs_classes)
-from .options import (accel_note, checked_device, checked_img_size,
-                      device_description, malloc_note, set_malloc)
-from .tables import format_table
-from .timing import interleaved_rounds, peak_added_bytes, synchronize
+from .measure import interleaved_rounds, peak_added_bytes, timed
+from .options import (accel_note, add_cpu_options, add_run_options,
+                      checked_args, checked_device, device_description,
+                      malloc_note, rounds_note, set_malloc)
 
 MODES = ('train', 'memory')
 
 
-def measure_step(run, device, memory):
-    """Run one train step; return its seconds and the bytes it added at
-    its peak (see the module doc; 0 unless ``memory``)."""
-    seconds = []
-
-    def timed_step():
-        start = time.perf_counter()
-        run.step()
-        synchronize(device)
-        seconds.append(time.perf_counter() - start)
-
-    if not memory:
-        timed_step()
-        return seconds[0], 0
-    peak = peak_added_bytes(timed_step, device)
-    return seconds[0], peak
+def step_measurer(run, device, memory):
+    """A runner of one train step of ``run``: it returns the step's seconds
+    and the bytes it added at its peak (0 unless ``memory``)."""
+    step = partial(timed, run.step, device)
+    if memory:
+        return partial(peak_added_bytes, step, device)
+    return lambda: (step(), 0)
 
 
 def measure_interleaved(runs, device, warmup, rounds, memory):
-    """Warm every run up, then measure it in ``rounds`` rounds, the order
-    rotating every round (:func:`mmtnt.analysis.timing.interleaved_rounds`).
+    """Measure the train steps of ``runs`` in interleaved rounds
+    (:func:`benchmarks.measure.interleaved_rounds`).
 
     Args:
         runs (list[DenseRun]): The runs.
         device (torch.device): Where they train.
-        warmup (int): Untimed steps per run (the first creates the
+        warmup (int): Unmeasured steps per run (the first creates the
             optimizer state).
         rounds (int): Measured steps per run.
         memory (bool): Measure the memory too.
@@ -92,19 +93,10 @@ def measure_interleaved(runs, device, warmup, rounds, memory):
     Returns:
         list[list[tuple[float, int]]]: Per run, (seconds, bytes) of every
         round.
-
-    Examples:
-        >>> measured = measure_interleaved([run], torch.device('cpu'), 1, 3,
-        ...                                memory=False)
-        >>> len(measured[0])
-        3
     """
-    for run in runs:
-        for _ in range(warmup):
-            run.step()
     measured = interleaved_rounds(
-        {index: partial(measure_step, run, device, memory)
-         for index, run in enumerate(runs)}, 0, rounds)
+        {index: step_measurer(run, device, memory)
+         for index, run in enumerate(runs)}, warmup, rounds)
     return [measured[index] for index in range(len(runs))]
 
 
@@ -141,7 +133,7 @@ def table_row(run, measured, schedule, modes):
 
 
 def parse_args(argv=None):
-    """The options of ``dense_benchmark.py``.
+    """The options of ``python -m benchmarks.dense_benchmark``.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -162,11 +154,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--batch-size', type=int,
         help='images per step (default: the config\'s per-GPU batch)')
-    parser.add_argument(
-        '--img-size', type=int, nargs='+',
-        help='input side, or H W (default: the config\'s training size)')
-    parser.add_argument(
-        '--device', default='cpu', help='cpu, cuda or cuda:N')
+    add_run_options(parser)
+    add_cpu_options(parser)
     parser.add_argument(
         '--amp', action='store_true',
         help='train in mixed precision as tools/train.py --amp does '
@@ -180,44 +169,23 @@ def parse_args(argv=None):
         help='with_cp=True in the backbone; "both" runs each config with '
         'and without it')
     parser.add_argument(
-        '--threads', type=int, help='torch.set_num_threads (default: '
-        'torch\'s)')
-    parser.add_argument(
-        '--warmup', type=int, default=2,
-        help='untimed steps per config (at least 1: the first creates the '
-        'optimizer state)')
-    parser.add_argument(
-        '--rounds', type=int, default=5, help='measured steps per config')
-    parser.add_argument(
         '--train-images', type=int,
         help='training images of epoch-based configs (default: 118287 for '
         'COCO train2017)')
-    parser.add_argument(
-        '--default-malloc', dest='keep_freed_memory', action='store_false',
-        help='leave glibc\'s malloc giving freed memory back to the kernel '
-        '(its default) instead of keeping it for reuse, as tools/train.py '
-        'does')
-    parser.add_argument(
-        '--no-cpu-accel', dest='cpu_accel', action='store_false',
-        help='run the plain models on the CPU too, without '
-        'mmtnt.accelerate_for_cpu')
-    parser.add_argument('--seed', type=int, default=0)
     parser.add_argument(
         '--cfg-options', nargs='+', action=DictAction,
         help='override settings of every config, as key=value pairs; e.g. '
         'optim_wrapper.optimizer.fused=False')
     parser.add_argument('--out', help='also write the output to this file')
-    args = parser.parse_args(argv)
-    args.img_size = checked_img_size(parser, args.img_size)
-    for bad in ('batch_size', 'rounds', 'warmup', 'train_images'):
-        if getattr(args, bad) is not None and getattr(args, bad) < 1:
-            parser.error(f'--{bad.replace("_", "-")} must be positive.')
+    args = checked_args(
+        parser, parser.parse_args(argv),
+        positive=('batch_size', 'rounds', 'warmup', 'train_images'))
     args.amp = args.amp or args.amp_dtype is not None
     return args
 
 
 def main(argv=None):
-    """``dense_benchmark.py``: measure every config and print the table.
+    """Measure every config and print the table.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -239,7 +207,7 @@ def main(argv=None):
             try:
                 enable_amp(cfg, args.amp_dtype, device.type)
             except ValueError as error:
-                raise SystemExit(f'dense_benchmark.py: {error}')
+                raise SystemExit(str(error))
         schedule = Schedule(cfg, name, args.train_images)
         img_size = args.img_size or train_input_size(cfg)
         batch_size = args.batch_size or schedule.per_gpu_batch
@@ -270,8 +238,7 @@ def main(argv=None):
 
     lines = [
         f'{device_description(device)}; {precision}, '
-        f'{torch.get_num_threads()} threads, median of {args.rounds} '
-        f'interleaved rounds after {args.warmup} warm-up steps; '
+        f'{torch.get_num_threads()} threads, {rounds_note(args)}; '
         f'{accel_note(args, device)}; {malloc_note(args)}; load average '
         f'{load:.1f} -> {os.getloadavg()[0]:.1f}', '',
         format_table(table_header(args.modes, device), rows), ''
@@ -282,9 +249,16 @@ def main(argv=None):
             'the per-GPU batch) x the GPUs / 3600, a lower bound: data '
             'loading, communication, validation and checkpoints are not '
             'counted.')
+    if STANDIN_OPS:
+        notes.append('NMS and RoIAlign: torchvision\'s, through '
+                     'benchmarks.mmcv_ops_torchvision (no compiled mmcv ops).')
     text = '\n'.join(lines + notes)
     print(f'\n{text}')
     if args.out:
         os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
         with open(args.out, 'w') as out:
             out.write(text + '\n')
+
+
+if __name__ == '__main__':
+    main()

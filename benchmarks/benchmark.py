@@ -1,10 +1,10 @@
 """Time mmtnt's backbones, measure their training memory, and compare them
-with other implementations of the same architecture in one process: the
-library behind ``tools/analysis_tools/benchmark.py``.
+with other implementations of the same architecture in one process
+(``python -m benchmarks.benchmark``).
 
 A benchmark is a variant name (``--list`` shows them) or a config file,
 whose ``model.backbone`` is measured. Every backbone is wrapped into an
-ImageNet classifier (:mod:`mmtnt.analysis.variants`) and run on one random
+ImageNet classifier (:mod:`benchmarks.variants`) and run on one random
 batch:
 
 - ``forward``: ``model.eval()`` under ``torch.no_grad()``, in images/s;
@@ -22,9 +22,8 @@ On the CPU mmtnt's backbone runs with the CPU accelerator
 ``mmtnt-plain``. Timings on the CPU run with ``malloc`` keeping freed
 memory for reuse (``mmtnt.accel.keep_freed_memory``, as ``tools/train.py``
 does): with glibc's default every train step page-faults its activations
-in afresh, for every implementation alike (docs/benchmarks.md gives what
-that cost on the project's machine). ``--default-malloc`` measures without
-it. A run that measures memory gives freed memory back throughout, its
+in afresh, for every implementation alike. ``--default-malloc`` measures
+without it. A run that measures memory gives freed memory back throughout, its
 timings included: time in a separate run.
 
 With ``--compare``, the timm, mmpretrain and mmseg implementations of the
@@ -45,10 +44,16 @@ fraction of the machine's measured matrix-product peak for the dtype used
 (the best of repeated large products with the same threads, by the BLAS or
 oneDNN).
 
-Examples:
-    >>> from mmtnt.analysis.benchmark import main
-    >>> main(['svt-s', '--modes', 'forward', '--img-size', '64',
-    ...       '--batch-size', '1', '--rounds', '2'])  # doctest: +SKIP
+Examples::
+
+    python -m benchmarks.benchmark pcpvt-s svt-s --compare
+    python -m benchmarks.benchmark tnt-s --modes memory --img-size 512 \\
+        --batch-size 2 --compare [--with-cp]
+    python -m benchmarks.benchmark \\
+        configs/twins/twins-svt-small_8xb128_in1k.py --amp
+    python -m benchmarks.benchmark tnt-s svt-s --amp-speedup
+    python -m benchmarks.benchmark svt-s --profile mmtnt
+    python -m benchmarks.benchmark --list
 """
 import argparse
 import contextlib
@@ -59,14 +64,15 @@ from functools import partial
 import torch
 
 from mmtnt.accel import accelerate_for_cpu
+from mmtnt.analysis import format_table, forward_macs
 from mmtnt.engine import default_amp_dtype
-from .flops import forward_macs
-from .options import (accel_note, checked_device, checked_img_size,
-                      malloc_note, set_malloc)
-from .tables import format_table, ratio_cell
-from .timing import (interleaved_rounds, matmul_peak, new_optimizer,
-                     random_batch, step_runner, train_step_memory)
-from .variants import VARIANTS, build_candidates, resolve_benchmark
+from .measure import (interleaved_rounds, matmul_peak, new_optimizer,
+                      random_batch, ratio_cell, step_runner, train_step_memory)
+from .options import (accel_note, add_cpu_options, add_run_options,
+                      checked_args, checked_device, malloc_note, rounds_note,
+                      set_malloc)
+from .variants import (build_candidates, impl_rows, ratio_title,
+                       resolve_benchmark, variants)
 
 MODES = ('forward', 'train', 'memory')
 
@@ -180,10 +186,9 @@ def run_amp_speedup(bench, args, device):
             torch.autocast,
             device.type,
             dtype=amp_dtype(args, device, force=True)))
-    label = f'{bench.name} ({bench.img_size[0]}x{bench.img_size[1]})'
     rows = []
     for impl, model in models.items():
-        row = [label, impl]
+        row = [bench.label, impl]
         for mode in ('forward', 'train'):
             if mode not in args.modes:
                 continue
@@ -205,7 +210,8 @@ def run_amp_speedup(bench, args, device):
 
 def summarize(bench, results, macs, skipped, args, peak):
     """Table rows of :func:`run_benchmark`'s results, one per
-    implementation; the implementations left out are printed.
+    implementation (:func:`~benchmarks.variants.impl_rows`); the
+    implementations left out are printed.
 
     Args:
         bench (Benchmark): What was measured.
@@ -213,55 +219,41 @@ def summarize(bench, results, macs, skipped, args, peak):
         macs (int, optional): The forward MACs per image.
         skipped (dict): Implementations left out -> why.
         args (argparse.Namespace): From :func:`parse_args`.
-        peak (float): The matmul peak in GFLOP/s.
+        peak (float, optional): The matmul peak in GFLOP/s (with
+            ``macs``).
 
     Returns:
         list[list[str]]: The rows.
     """
-    rows = []
-    label = f'{bench.name} ({bench.img_size[0]}x{bench.img_size[1]})'
-    impls = list(next(iter(results.values()))) if results else []
-    reference = {mode: values.get('mmtnt') for mode, values in
-                 results.items()}
-    for impl in impls:
-        row = [label, impl]
-        for mode, values in results.items():
-            median = statistics.median(values[impl])
-            if mode == 'forward':
-                row.append(f'{args.batch_size / median:.1f} img/s')
-            elif mode == 'train':
-                row.append(f'{median * 1000:.0f} ms')
-            else:
-                row.append(f'{median / 2**20:.0f} MiB')
-            if mode != 'memory' and macs is not None:
-                flops = 2 * macs * args.batch_size * (3 if mode == 'train'
-                                                      else 1)
-                row.append(f'{flops / median / 1e9:.0f} '
-                           f'({flops / median / 1e9 / peak:.0%})')
-            elif mode != 'memory':
-                row.append('-')
-            if impl == 'mmtnt' or reference[mode] is None:
-                row.append('-')
-            else:
-                row.append(
-                    ratio_cell(values[impl], reference[mode],
-                               peer_over_own=mode != 'memory'))
-        rows.append(row)
+
+    def value_cells(mode, values):
+        median = statistics.median(values)
+        if mode == 'memory':
+            return [f'{median / 2**20:.0f} MiB']
+        if mode == 'forward':
+            cells = [f'{args.batch_size / median:.1f} img/s']
+        else:
+            cells = [f'{median * 1000:.0f} ms']
+        if macs is None:
+            return cells + ['-']
+        flops = 2 * macs * args.batch_size * (3 if mode == 'train' else 1)
+        gflops = flops / median / 1e9
+        return cells + [f'{gflops:.0f} ({gflops / peak:.0%})']
+
     for impl, reason in skipped.items():
         print(f'{bench.name}: {impl} skipped ({reason})')
-    return rows
+    return impl_rows(bench, results, value_cells)
 
 
 def table_header(modes):
     """The columns of :func:`summarize`'s rows for ``modes``."""
+    titles = dict(
+        forward=['forward', 'GFLOP/s (of peak)'],
+        train=['train step', 'GFLOP/s (of peak)'],
+        memory=['train memory'])
     header = ['model', 'impl']
     for mode in modes:
-        if mode == 'forward':
-            header += ['forward', 'GFLOP/s (of peak)', 'time peer/mmtnt']
-        elif mode == 'train':
-            header += ['train step', 'GFLOP/s (of peak)', 'time peer/mmtnt']
-        else:
-            header += ['train memory', 'memory mmtnt/peer']
+        header += titles[mode] + [ratio_title(mode)]
     return header
 
 
@@ -325,16 +317,14 @@ def print_amp_speedup(benches, args, device, load):
             header += [f'{name} fp32', f'{name} autocast', 'speedup']
     print(f'\n{device.type}, autocast '
           f'{amp_dtype(args, device, force=True)} against float32, batch '
-          f'{args.batch_size}, {args.threads} threads, median of '
-          f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; {accel_note(args, device)}; {malloc_note(args)}; load '
-          f'average {load:.1f} -> '
-          f'{os.getloadavg()[0]:.1f}')
+          f'{args.batch_size}, {args.threads} threads, {rounds_note(args)}; '
+          f'{accel_note(args, device)}; {malloc_note(args)}; load average '
+          f'{load:.1f} -> {os.getloadavg()[0]:.1f}')
     print(format_table(header, rows))
 
 
 def parse_args(argv=None):
-    """The options of ``benchmark.py``.
+    """The options of ``python -m benchmarks.benchmark``.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
@@ -358,14 +348,9 @@ def parse_args(argv=None):
     parser.add_argument(
         '--modes', nargs='+', default=['forward', 'train'], choices=MODES)
     parser.add_argument('--batch-size', type=int, default=8)
-    parser.add_argument(
-        '--img-size',
-        type=int,
-        nargs='+',
-        help='input side, or H W (default: the published size, or the '
-        'config\'s test size)')
-    parser.add_argument(
-        '--device', default='cpu', help='cpu, cuda or cuda:N')
+    add_run_options(parser)
+    add_cpu_options(parser)
+    parser.set_defaults(threads=2)
     parser.add_argument(
         '--amp',
         action='store_true',
@@ -381,21 +366,6 @@ def parse_args(argv=None):
         help='time every implementation with and without autocast, in '
         'turns, and print the speedup autocast gives')
     parser.add_argument(
-        '--threads',
-        type=int,
-        default=2,
-        help='torch.set_num_threads (default 2)')
-    parser.add_argument(
-        '--warmup',
-        type=int,
-        default=2,
-        help='untimed runs per implementation and mode')
-    parser.add_argument(
-        '--rounds',
-        type=int,
-        default=5,
-        help='timed runs per implementation and mode')
-    parser.add_argument(
         '--with-cp',
         action='store_true',
         help='mmtnt\'s backbone recomputes its blocks in the backward pass '
@@ -406,30 +376,13 @@ def parse_args(argv=None):
         action='store_false',
         help='skip counting FLOPs (no GFLOP/s columns)')
     parser.add_argument(
-        '--default-malloc',
-        dest='keep_freed_memory',
-        action='store_false',
-        help='leave glibc\'s malloc giving freed memory back to the kernel '
-        '(its default) instead of keeping it for reuse, as tools/train.py '
-        'does')
-    parser.add_argument(
-        '--no-cpu-accel',
-        dest='cpu_accel',
-        action='store_false',
-        help='run mmtnt\'s plain backbone on the CPU too, without '
-        'mmtnt.accelerate_for_cpu')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument(
         '--profile',
         metavar='IMPL',
         help='profile one implementation with torch.profiler instead of '
         'timing')
     parser.add_argument('--profile-rows', type=int, default=25)
-    args = parser.parse_args(argv)
-    args.img_size = checked_img_size(parser, args.img_size)
-    for bad in ('batch_size', 'rounds', 'threads'):
-        if getattr(args, bad) < 1:
-            parser.error(f'--{bad.replace("_", "-")} must be positive.')
+    args = checked_args(parser, parser.parse_args(argv),
+                        positive=('batch_size', 'rounds', 'threads'))
     if args.amp_dtype and not (args.amp or args.amp_speedup):
         parser.error('--amp-dtype needs --amp or --amp-speedup.')
     if args.amp_speedup and (args.amp or 'memory' in args.modes):
@@ -439,16 +392,16 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    """``benchmark.py``: list the variants, profile, or print the tables.
+    """List the variants, profile, or print the tables.
 
     Args:
         argv (list[str], optional): Instead of ``sys.argv[1:]``.
     """
     args = parse_args(argv)
     if args.list or not args.names:
-        for name, variant in VARIANTS.items():
-            peers = ', '.join(variant['peers']) or 'no peers'
-            print(f'{name}: {variant["img_size"]}px, {peers}')
+        for name, variant in variants().items():
+            peers = ', '.join(resolve_benchmark(name).peers) or 'no peers'
+            print(f'{name}: {variant["side"]}px, {peers}')
         return
     device = checked_device(args.device)
     benches = [
@@ -465,7 +418,7 @@ def main(argv=None):
         print_amp_speedup(benches, args, device, load)
         return
     dtype = amp_dtype(args, device)
-    peak = matmul_peak(dtype, device)
+    peak = matmul_peak(dtype, device) if args.flops else None
     modes = [m for m in MODES if m in args.modes]
     rows = []
     for bench in benches:
@@ -473,10 +426,12 @@ def main(argv=None):
         rows += summarize(bench, results, macs, skipped, args, peak)
     print(f'\n{device.type}, {dtype} '
           f'{"autocast" if args.amp else "(no autocast)"}, batch '
-          f'{args.batch_size}, {args.threads} threads, median of '
-          f'{args.rounds} interleaved rounds after {args.warmup} warm-up '
-          f'runs; {accel_note(args, device)}; {malloc_note(args)}; matmul '
-          f'peak {peak:.0f} GFLOP/s; '
-          f'load average {load:.1f} '
-          f'-> {os.getloadavg()[0]:.1f}')
+          f'{args.batch_size}, {args.threads} threads, {rounds_note(args)}; '
+          f'{accel_note(args, device)}; {malloc_note(args)}; ' +
+          (f'matmul peak {peak:.0f} GFLOP/s; ' if peak else '') +
+          f'load average {load:.1f} -> {os.getloadavg()[0]:.1f}')
     print(format_table(table_header(modes), rows))
+
+
+if __name__ == '__main__':
+    main()
