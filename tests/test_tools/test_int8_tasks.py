@@ -29,9 +29,9 @@ from demo_runs import (DEMO_GRAPH_SIZE, data_options, short_run_graph,
 from mmengine.config import Config
 from onnx_graphs import op_types
 
+from benchmarks.optimize import FUSIONS, optimize_onnx
 from mmtnt.deploy import build_model, export_onnx
 from mmtnt.deploy.evaluate import evaluate_graphs
-from mmtnt.deploy.optimize import FUSIONS, optimize_onnx
 from mmtnt.deploy.quantize import (MODES, build_data_preprocessor,
                                    calibration_inputs, quantize_onnx)
 from mmtnt.deploy.runtime import INPUT_NAME, cpu_session
