@@ -2,6 +2,4 @@ from .pyramid_tnt import PyramidTNT
 from .tnt import TNT
 from .twins import PCPVT, SVT
 
-__all__ = ['TNT']
-__all__ += ['PCPVT', 'SVT']
-__all__ += ['PyramidTNT']
+__all__ = ['TNT', 'PCPVT', 'SVT', 'PyramidTNT']

@@ -1,24 +1,26 @@
 import functools
+import itertools
 import re
 from typing import NamedTuple, Tuple
 
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
 from mmengine.model import BaseModule
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..layers import tokens_to_map
+from ..layers import drop_path_rates, tokens_to_map
+from ..utils import (normalize_out_indices, resize_pos_embed, resolve_arch,
+                     square_grid)
 
 
 class TokenGrid(NamedTuple):
     """Where the tokens of a stage (or an output) lie for an input size.
 
     Attributes:
-        hw (tuple[int, int]): The grid (h, w) of tokens, row-major; for an
-            input of H x W pixels a grid of stride ``s`` is
-            ``ceil(H / s) x ceil(W / s)`` (the input is padded, never
-            cropped).
+        hw (tuple[int, int]): The grid (h, w) of tokens, row-major: for a
+            stride ``s``, ``ceil(H / s) x ceil(W / s)`` (inputs are padded).
         stride (int): Input pixels per token along each side.
         channels (int): Channels of a token.
         min_side (int): The smallest grid side the stage takes (its spatial
@@ -30,40 +32,56 @@ class TokenGrid(NamedTuple):
     min_side: int = 1
 
 
+def stage_drop_path_rates(drop_path_rate, depths):
+    """Stochastic depth rising linearly over all blocks, one list a stage.
+
+    Examples:
+        >>> stage_drop_path_rates(0.3, [1, 3])
+        [[0.0], [0.1, 0.2, 0.3]]
+    """
+    rates = drop_path_rates(drop_path_rate, sum(depths))
+    starts = itertools.accumulate(depths, initial=0)
+    return [rates[start:start + depth] for start, depth in zip(starts, depths)]
+
+
 class BaseBackbone(BaseModule):
-    """What mmtnt's backbones share: output types, frozen stages,
-    ``norm_eval``, ``with_cp``, the checkpoint check, and one geometry
-    contract that every tool reads instead of knowing the family.
+    """What mmtnt's backbones share: the arch lookup, outputs, frozen
+    stages, ``norm_eval``, ``with_cp``, the checkpoint check, and one
+    geometry contract that every tool reads instead of knowing the family.
 
     The geometry: a subclass gives the :class:`TokenGrid` of each stage it
-    runs for an input size (:meth:`stage_token_grids`; the blocks of an
-    isotropic model are its stages). From these follow the grids of the
-    outputs (:meth:`token_grids`), the smallest input (:attr:`min_input_size`)
-    and the check of an input (:meth:`check_input`). Tokens are laid out
-    row-major after :attr:`num_extra_tokens` extra ones (a class token);
-    :meth:`token_layer` names the module whose tokens the last output is
-    made from.
+    builds for an input size (:meth:`stage_token_grids`; the blocks of an
+    isotropic model are its stages), from which follow the grids of the
+    outputs, the smallest input and the check of an input. Tokens lie
+    row-major after :attr:`num_extra_tokens` extra ones (a class token).
 
-    A subclass lists what ``frozen_stages`` freezes in :meth:`frozen_parts`;
-    frozen modules stay in eval mode and their parameters get no gradient,
-    also after ``model.train()``. It runs its blocks through
-    :meth:`run_block`, so that ``with_cp`` may be changed after the model is
-    built. Checkpoint keys matching :attr:`foreign_keys` (another
-    implementation's layout) are refused with a pointer to
-    :attr:`converter`; :meth:`adapt_state_dict` may change the others
-    before they load.
+    Stages after the last of ``out_indices`` are not built: they would hold
+    parameters without gradients. Frozen modules (:meth:`frozen_parts`) stay
+    in eval mode and get no gradient, also after ``model.train()``. Blocks
+    run through :meth:`run_block`, so that ``with_cp`` may change after the
+    model is built. Checkpoint keys matching :attr:`foreign_keys` are
+    refused with a pointer to :attr:`converter`; :meth:`adapt_state_dict`
+    may change the others before they load.
 
     Args:
+        arch (str | dict): A name of :attr:`arch_zoo` (any case) or a dict
+            with the keys :attr:`essential_keys`.
+        out_indices (int | Sequence[int]): Stages whose output is returned;
+            negative indices count from the end.
         out_type (str): What is returned for each output, one of
             :attr:`out_types`.
-        frozen_stages (int): Stages (blocks for isotropic models) to freeze;
-            -1 freezes nothing, 0 only the stem. Defaults to -1.
+        frozen_stages (int): Stages to freeze; -1 freezes nothing, 0 only
+            the embeddings. Defaults to -1.
         norm_eval (bool): Keep every BatchNorm layer in eval mode while
             training (frozen running statistics). Defaults to False.
         with_cp (bool): Recompute each block in the backward pass instead of
             storing its activations (saves memory). Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config.
     """
+    #: Settings by arch name, aliases included.
+    arch_zoo = {}
+    #: The keys of a custom arch.
+    essential_keys = set()
     #: The ``out_type`` values the backbone takes.
     out_types = ('featmap', 'avg_featmap')
     #: Keys (after the prefix) of the layouts the converter reads.
@@ -72,27 +90,66 @@ class BaseBackbone(BaseModule):
     converter = None
     #: Tokens before the grid's in a stage's token sequence.
     num_extra_tokens = 0
+    #: Top-level modules and parameters (names in the backbone) that run
+    #: before the first block: depth 0 of :meth:`get_layer_depth`, and what
+    #: ``frozen_stages=0`` freezes where :meth:`frozen_parts` is not changed.
+    embedding_names = ()
 
-    def __init__(self, out_type, frozen_stages=-1, norm_eval=False,
-                 with_cp=False, init_cfg=None):
+    def __init__(self, arch, out_indices, out_type, frozen_stages=-1,
+                 norm_eval=False, with_cp=False, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
+        name = type(self).__name__
         if out_type not in self.out_types:
-            raise ValueError(f'Unknown {type(self).__name__} out_type '
-                             f'{out_type!r}: choose one of '
-                             f'{self.out_types}.')
+            raise ValueError(f'Unknown {name} out_type {out_type!r}: choose '
+                             f'one of {self.out_types}.')
+        self.arch_settings = resolve_arch(arch, self.arch_zoo,
+                                          self.essential_keys, name)
+        self.num_stages = self.count_stages(self.arch_settings)
+        self.out_indices = normalize_out_indices(out_indices,
+                                                 self.num_stages, name)
+        if not -1 <= frozen_stages <= self.num_stages:
+            raise ValueError(
+                f'frozen_stages must be in [-1, {self.num_stages}] for '
+                f'{name}, got {frozen_stages}.')
         self.out_type = out_type
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
         self._register_load_state_dict_pre_hook(self._check_state_dict)
 
-    def frozen_parts(self):
-        """Modules and parameters that ``frozen_stages`` freezes.
+    def count_stages(self, settings):
+        """The number of stages of an arch's ``settings``."""
+        return len(settings['depths'])
 
-        Returns:
-            list[nn.Module | nn.Parameter]
-        """
-        raise NotImplementedError
+    @property
+    def num_built_stages(self):
+        """Stages built: up to the last of ``out_indices``."""
+        return self.out_indices[-1] + 1
+
+    def stage_modules(self):
+        """The built stages (list[nn.Module]), in order."""
+        return list(self.stages)
+
+    def build_final_norm(self, final_norm, norm_cfg, dims):
+        """The norm after the last stage: an ``nn.Identity`` without
+        ``final_norm`` or when the last stage is not built."""
+        if final_norm and self.num_built_stages == self.num_stages:
+            return build_norm_layer(norm_cfg, dims)[1]
+        return nn.Identity()
+
+    def frozen_parts(self):
+        """Modules and parameters that ``frozen_stages`` freezes: the
+        embeddings, the first ``frozen_stages`` stages and, when all of them
+        are frozen, the final norm (list[nn.Module | nn.Parameter])."""
+        parts = self.embedding_parts()
+        parts += self.stage_modules()[:self.frozen_stages]
+        if self.frozen_stages == self.num_stages:
+            parts.append(self.norm)
+        return parts
+
+    def embedding_parts(self):
+        """The modules and parameters named in :attr:`embedding_names`."""
+        return [getattr(self, name) for name in self.embedding_names]
 
     def run_block(self, block, *args):
         """``block(*args)``; with ``with_cp`` while training, recomputed in
@@ -110,29 +167,14 @@ class BaseBackbone(BaseModule):
         return tokens_to_map(tokens, hw_shape).contiguous()
 
     def stage_token_grids(self, height, width):
-        """The token grid of every stage the backbone runs, for an input of
-        ``height`` x ``width`` pixels.
-
-        Args:
-            height (int): Input height in pixels.
-            width (int): Input width in pixels.
-
-        Returns:
-            list[TokenGrid]: One per stage, in order.
-        """
+        """The token grid (:class:`TokenGrid`) of every built stage for an
+        input of ``height`` x ``width`` pixels."""
         raise NotImplementedError
 
     def token_grids(self, height, width):
         """The grid of each output (``out_indices``, in order) for an input
         of ``height`` x ``width`` pixels: where its tokens, or the cells
-        of its ``'featmap'`` map, lie.
-
-        Args:
-            height (int): Input height in pixels.
-            width (int): Input width in pixels.
-
-        Returns:
-            list[TokenGrid]: One per output.
+        of its ``'featmap'`` map, lie (list[TokenGrid]).
 
         Examples:
             >>> from mmtnt.models import PCPVT
@@ -157,19 +199,9 @@ class BaseBackbone(BaseModule):
         return side
 
     def check_input(self, x):
-        """Check that images ``x`` (B, C, H, W) fit the backbone.
-
-        Args:
-            x (Tensor): The input.
-
-        Returns:
-            list[TokenGrid]: The stage grids of the input
-            (:meth:`stage_token_grids`).
-
-        Raises:
-            ValueError: If ``x`` is not 4-D, or a stage's grid would be
-                smaller than its ``min_side``.
-        """
+        """The stage grids of images ``x`` (B, C, H, W), checked: a
+        ``ValueError`` if ``x`` is not 4-D or a stage's grid would be
+        smaller than its ``min_side``."""
         name = type(self).__name__
         if x.dim() != 4:
             raise ValueError(f'{name} takes images of shape (B, C, H, W), '
@@ -188,27 +220,10 @@ class BaseBackbone(BaseModule):
         return grids
 
     def token_layer(self):
-        """The module whose output tokens (B, extra + h*w, C) the last
-        output is made from, by its name in the backbone (a class
-        activation map's default target).
-
-        Returns:
-            str: E.g. ``'norm'`` or ``'stages.3.norm'``.
-        """
+        """The name of the module whose output tokens (B, extra + h*w, C)
+        the last output is made from (a class activation map's default
+        target), e.g. ``'norm'`` or ``'stages.3.norm'``."""
         raise NotImplementedError
-
-    #: Top-level modules and parameters (names in the backbone) that run
-    #: before the first block: depth 0 of :meth:`get_layer_depth`, and what
-    #: ``frozen_stages=0`` freezes where the model lists them.
-    embedding_names = ()
-
-    def embedding_parts(self):
-        """The modules and parameters named in :attr:`embedding_names`.
-
-        Returns:
-            list[nn.Module | nn.Parameter]
-        """
-        return [getattr(self, name) for name in self.embedding_names]
 
     @property
     def num_blocks(self):
@@ -216,22 +231,20 @@ class BaseBackbone(BaseModule):
         return sum(len(stage.blocks) for stage in self.stages)
 
     def get_layer_depth(self, param_name, prefix=''):
-        """The layer-wise depth of a parameter, as mmpretrain's
-        ``VisionTransformer`` and ``SwinTransformer`` count it, for
-        layer-wise learning-rate decay (mmpretrain's
-        ``LearningRateDecayOptimWrapperConstructor``).
+        """The layer-wise depth of a parameter for mmpretrain's
+        ``LearningRateDecayOptimWrapperConstructor``, counted as its
+        ``VisionTransformer`` and ``SwinTransformer`` count it.
 
         With ``n`` blocks built there are ``n + 2`` depths: 0 holds the
-        embeddings (:attr:`embedding_names`), 1 to ``n`` the blocks in the
-        order they run (:meth:`block_depth` places the other parameters of
-        a stage), and ``n + 1`` what follows the last block (final norms,
-        output layers) and every parameter outside the backbone (names not
-        starting with ``prefix``: necks and heads).
+        embeddings (:attr:`embedding_names`), 1 to ``n`` the blocks
+        (:meth:`block_depth` places the other parameters of a stage), and
+        ``n + 1`` what follows the last block and every parameter outside
+        the backbone (names not starting with ``prefix``).
 
         Args:
             param_name (str): The parameter's name in the model.
-            prefix (str): The backbone's name in the model followed by a
-                dot, e.g. ``'backbone.'``. Defaults to ''.
+            prefix (str): The backbone's name in the model and a dot, e.g.
+                ``'backbone.'``. Defaults to ''.
 
         Returns:
             tuple[int, int]: The parameter's depth and the number of depths.
@@ -239,8 +252,6 @@ class BaseBackbone(BaseModule):
         Examples:
             >>> from mmtnt.models import TNT
             >>> model = TNT(arch='s')
-            >>> model.get_layer_depth('backbone.cls_token', 'backbone.')
-            (0, 14)
             >>> model.get_layer_depth('backbone.blocks.3.outer.norm1.weight',
             ...                       'backbone.')
             (4, 14)
@@ -257,22 +268,27 @@ class BaseBackbone(BaseModule):
         return (num_layers - 1 if depth is None else depth), num_layers
 
     def block_depth(self, name):
-        """The depth of a backbone parameter that is not an embedding.
-
-        Args:
-            name (str): The parameter's name in the backbone.
-
-        Returns:
-            int | None: 0 to ``num_blocks``; None for what follows the last
-            block.
-        """
+        """The depth (0 to ``num_blocks``) of a backbone parameter ``name``
+        that is not an embedding; None for what follows the last block."""
         raise NotImplementedError
 
-    def _check_frozen_stages(self, num_stages):
-        if not -1 <= self.frozen_stages <= num_stages:
-            raise ValueError(
-                f'frozen_stages must be in [-1, {num_stages}] for '
-                f'{type(self).__name__}, got {self.frozen_stages}.')
+    def stage_depth(self, name, part_offset):
+        """:meth:`block_depth` of a parameter ``name`` of ``stages``: block
+        ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is the depth
+        of the last block before the stage (0 for the first); another part
+        of the stage at ``d_i + part_offset(i, part_name)`` (with offset 0
+        where mmpretrain's Swin places its downsampling), or after the
+        blocks where that is None. None for parameters outside ``stages``.
+        """
+        parts = name.split('.')
+        if parts[0] != 'stages':
+            return None
+        i = int(parts[1])
+        before = sum(len(stage.blocks) for stage in self.stages[:i])
+        if parts[2] == 'blocks':
+            return before + int(parts[3]) + 1
+        offset = part_offset(i, parts[2])
+        return None if offset is None else before + offset
 
     def _check_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Called by ``load_state_dict`` before loading."""
@@ -291,6 +307,17 @@ class BaseBackbone(BaseModule):
     def adapt_state_dict(self, state_dict, prefix):
         """Change ``state_dict`` in place before it loads (e.g. resize
         position terms); the keys of this module start with ``prefix``."""
+
+    def resize_loaded_pos_embed(self, state_dict, key, grid):
+        """Resize a checkpoint's position embedding ``state_dict[key]``, if
+        there is one of a square grid of another size, to ``grid``."""
+        pos = state_dict.get(key)
+        extra = self.num_extra_tokens
+        if pos is None or pos.shape[1] == extra + grid[0] * grid[1]:
+            return
+        src = square_grid(pos.shape[1] - extra,
+                          'a sentence position embedding')
+        state_dict[key] = resize_pos_embed(pos, src, grid, extra)
 
     def _freeze(self):
         if self.frozen_stages < 0:

@@ -5,21 +5,38 @@ import torch
 import torch.nn as nn
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
+from mmengine.utils import to_2tuple
 
 from mmtnt.registry import MODELS
 from ..layers import (MultiheadAttention, SpatialReductionAttention,
-                      TransformerBlock, drop_path_rates, tokens_to_map)
-from ..utils import (ceil_div, check_stage_lists, normalize_out_indices,
-                     pad_to_multiple, resize_attention_bias, resize_pos_embed,
-                     resolve_arch, square_grid)
-from .base_backbone import BaseBackbone, TokenGrid
-from .tnt import WordsToSentence
+                      TransformerBlock, tokens_to_map)
+from ..utils import (ceil_div, check_stage_lists, pad_to_multiple,
+                     resize_attention_bias, resize_pos_embed, square_grid)
+from .base_backbone import BaseBackbone, TokenGrid, stage_drop_path_rates
+from .tnt import TNTBlock, WordsToSentence
 
 # Words per sentence: every sentence is a 4x4 patch of the word map.
 WORDS_PER_SIDE = 4
 # The stem's strides: words at 1/2, sentences at 1/8 of the input.
 WORD_STRIDE = 2
 SENTENCE_STRIDE = WORD_STRIDE * WORDS_PER_SIDE
+# Sentences of stage i are at SENTENCE_STRIDE * 2**i.
+NUM_STAGES = 4
+
+
+def arch_setting(depths, outer_dims, num_heads_outer):
+    """An arch of stages of ``outer_dims`` times 1, 2, 4 and 4 channels
+    and ``num_heads_outer`` times as many heads; as in every released
+    PyramidTNT, a word has 1/16 of a sentence's channels and half its
+    heads."""
+    dims = [outer_dims * scale for scale in (1, 2, 4, 4)]
+    heads = [num_heads_outer * scale for scale in (1, 2, 4, 4)]
+    return dict(
+        depths=depths,
+        outer_dims=dims,
+        inner_dims=[d // 16 for d in dims],
+        num_heads_outer=heads,
+        num_heads_inner=[h // 2 for h in heads])
 
 
 def conv_norm_act(in_channels, out_channels, kernel_size, stride, padding,
@@ -27,27 +44,20 @@ def conv_norm_act(in_channels, out_channels, kernel_size, stride, padding,
     """A convolution (without bias: the norm follows), a norm layer and an
     activation, named ``conv``, ``norm`` and ``act``."""
     conv_type = nn.ConvTranspose2d if transposed else nn.Conv2d
+    conv = conv_type(in_channels, out_channels, kernel_size, stride,
+                     padding, bias=False)
     return nn.Sequential(
         OrderedDict(
-            conv=conv_type(
-                in_channels,
-                out_channels,
-                kernel_size,
-                stride=stride,
-                padding=padding,
-                bias=False),
+            conv=conv,
             norm=build_norm_layer(norm_cfg, out_channels)[1],
             act=build_activation_layer(act_cfg)))
 
 
 class ConvStem(nn.Module):
-    """PyramidTNT's convolutional stem: words at 1/2 and sentences at 1/8 of
-    the input resolution.
-
-    A shared stride-2 3x3 convolution feeds two branches: one more 3x3
-    convolution gives the word map, whose 4x4 patches are the words of each
-    sentence; three more (strides 2, 2, 1) give the sentence map. Every
-    convolution is followed by a norm layer and ReLU.
+    """PyramidTNT's convolutional stem: a shared stride-2 3x3 convolution,
+    then one more for the word map at 1/2 of the input, whose 4x4 patches
+    are the words of each sentence, and three more (strides 2, 2, 1) for the
+    sentence map at 1/8. Every convolution is followed by a norm and ReLU.
 
     Args:
         in_channels (int): Channels of the image.
@@ -70,13 +80,10 @@ class ConvStem(nn.Module):
                                     norm_cfg, relu)
         self.word_branch = conv_norm_act(inner_dims * 2, inner_dims, 3, 1, 1,
                                          norm_cfg, relu)
-        self.sentence_branch = nn.Sequential(
-            conv_norm_act(inner_dims * 2, inner_dims * 4, 3, 2, 1, norm_cfg,
-                          relu),
-            conv_norm_act(inner_dims * 4, inner_dims * 8, 3, 2, 1, norm_cfg,
-                          relu),
-            conv_norm_act(inner_dims * 8, outer_dims, 3, 1, 1, norm_cfg,
-                          relu))
+        dims = [inner_dims * 2, inner_dims * 4, inner_dims * 8, outer_dims]
+        self.sentence_branch = nn.Sequential(*(
+            conv_norm_act(dims[i], dims[i + 1], 3, stride, 1, norm_cfg, relu)
+            for i, stride in enumerate((2, 2, 1))))
 
     def forward(self, x):
         """Return words (B*h*w, 16, c) and sentences (B, h*w, C) of an
@@ -93,55 +100,13 @@ class ConvStem(nn.Module):
         return words, sentences
 
 
-class WordAggregation(nn.Module):
-    """Merge the words of each 2x2 group of sentences into the words of one
-    sentence of the next stage.
-
-    The 2x2 group's words form an 8x8 word map; a 3x3 stride-2 convolution
-    (zero padding at the border of the group) turns it into 4x4 words with
-    ``out_dims`` channels. A grid of odd height or width is padded with
-    empty (zero) sentences at the bottom/right, as the official code does.
-
-    Args:
-        in_dims (int): Channels of a word before.
-        out_dims (int): Channels of a word after.
-        norm_cfg (dict): The norm layer applied to the words first.
-
-    Examples:
-        >>> import torch
-        >>> merge = WordAggregation(8, 16, dict(type='LN'))
-        >>> # 2 images of 5x7 sentences -> 2 images of 3x4 sentences
-        >>> merge(torch.rand(2 * 5 * 7, 16, 8), (5, 7)).shape
-        torch.Size([24, 16, 16])
-    """
-
-    def __init__(self, in_dims, out_dims, norm_cfg):
-        super().__init__()
-        self.norm = build_norm_layer(norm_cfg, in_dims)[1]
-        self.conv = nn.Conv2d(in_dims, out_dims, 3, stride=2, padding=1)
-
-    def forward(self, words, grid):
-        h, w = grid
-        k = WORDS_PER_SIDE
-        c = words.shape[-1]
-        x = self.norm(words).reshape(-1, h, w, k, k, c)
-        x = pad_to_multiple(x, 2, dims=(1, 2))
-        B, h2, w2 = x.shape[0], x.shape[1] // 2, x.shape[2] // 2
-        # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
-        # the 8x8 word map of each group of sentences.
-        x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
-        x = x.reshape(B * h2 * w2, 2 * k, 2 * k, c).permute(0, 3, 1, 2)
-        x = self.conv(x).permute(0, 2, 3, 1)  # B*h2*w2, k, k, out_dims
-        return x.reshape(B * h2 * w2, k * k, -1)
-
-
 class SentenceAggregation(nn.Module):
     """Halve the sentence grid: a norm layer, then a 3x3 stride-2
     convolution (padding 1) over the grid.
 
     Args:
-        in_dims (int): Channels of a sentence before.
-        out_dims (int): Channels of a sentence after.
+        in_dims (int): Channels of a token before.
+        out_dims (int): Channels of a token after.
         norm_cfg (dict): The norm layer applied first.
 
     Examples:
@@ -162,15 +127,42 @@ class SentenceAggregation(nn.Module):
         return self.conv(x).flatten(2).transpose(1, 2)
 
 
+class WordAggregation(SentenceAggregation):
+    """Merge the words of each 2x2 group of sentences into the words of one
+    sentence of the next stage.
+
+    The 2x2 group's words form an 8x8 word map; the convolution of
+    :class:`SentenceAggregation` (zero padding at the border of the group)
+    turns it into 4x4 words. A grid of odd height or width is padded with
+    empty (zero) sentences at the bottom/right, as the official code does.
+
+    Examples:
+        >>> import torch
+        >>> merge = WordAggregation(8, 16, dict(type='LN'))
+        >>> # 2 images of 5x7 sentences -> 2 images of 3x4 sentences
+        >>> merge(torch.rand(2 * 5 * 7, 16, 8), (5, 7)).shape
+        torch.Size([24, 16, 16])
+    """
+
+    def forward(self, words, grid):
+        h, w = grid
+        k = WORDS_PER_SIDE
+        c = words.shape[-1]
+        x = self.norm(words).reshape(-1, h, w, k, k, c)
+        x = pad_to_multiple(x, 2, dims=(1, 2))
+        B, h2, w2 = x.shape[0], x.shape[1] // 2, x.shape[2] // 2
+        # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
+        # the 8x8 word map of each group of sentences.
+        x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
+        x = x.reshape(B * h2 * w2, 2 * k, 2 * k, c).permute(0, 3, 1, 2)
+        x = self.conv(x).permute(0, 2, 3, 1)  # B*h2*w2, k, k, out_dims
+        return x.reshape(B * h2 * w2, k * k, -1)
+
+
 class WordsLayerNorm(nn.LayerNorm):
     """A LayerNorm over all the words of a sentence together: words
-    (N, num_words, C) are normalised over ``num_words * C`` values, as in
-    PyramidTNT's inner (word) transformer.
-
-    Args:
-        embed_dims (int): Channels of a word.
-        num_words (int): Words per sentence.
-        eps (float): Added to the variance. Defaults to 1e-5.
+    (N, num_words, embed_dims) are normalised over ``num_words *
+    embed_dims`` values (``eps`` added to the variance).
 
     Examples:
         >>> import torch
@@ -186,95 +178,17 @@ class WordsLayerNorm(nn.LayerNorm):
         return super().forward(words.flatten(-2)).reshape(words.shape)
 
 
-class PyramidTNTBlock(nn.Module):
-    """A PyramidTNT block: optionally an inner transformer block over the
-    words of each sentence, whose result is projected and added to the
-    sentences; then an outer transformer block over the sentences with
-    spatial-reduction attention and a learned attention bias.
-
-    The inner block's norms normalise all the words of a sentence together
-    (:class:`WordsLayerNorm`).
-
-    Args:
-        outer_dims (int): Channels of a sentence.
-        inner_dims (int | None): Channels of a word; None for a block
-            without the inner transformer.
-        num_heads_outer (int): Heads of the sentence attention.
-        num_heads_inner (int): Heads of the word attention.
-        num_words (int): Words per sentence.
-        sr_ratio (int): Spatial reduction of the sentence attention.
-        mlp_ratio (float): MLP hidden channels over input channels.
-        qkv_bias (bool): Whether query/key/value projections have a bias.
-        drop_rate (float): Dropout rate after projections.
-        attn_drop_rate (float): Dropout rate on attention weights.
-        drop_path_rate (float): Stochastic depth rate.
-        norm_cfg (dict): The norm layer.
-        act_cfg (dict): The MLPs' activation.
-    """
-
-    def __init__(self, outer_dims, inner_dims, num_heads_outer,
-                 num_heads_inner, num_words, sr_ratio, mlp_ratio, qkv_bias,
-                 drop_rate, attn_drop_rate, drop_path_rate, norm_cfg,
-                 act_cfg):
-        super().__init__()
-        block_cfg = dict(
-            mlp_ratio=mlp_ratio,
-            drop_rate=drop_rate,
-            drop_path_rate=drop_path_rate,
-            act_cfg=act_cfg)
-        attn_cfg = dict(
-            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
-        self.has_inner = inner_dims is not None
-        if self.has_inner:
-            words_norm_cfg = dict(norm_cfg, type=WordsLayerNorm,
-                                  num_words=num_words)
-            self.inner = TransformerBlock(
-                inner_dims,
-                MultiheadAttention(inner_dims, num_heads_inner, **attn_cfg),
-                norm_cfg=words_norm_cfg,
-                **block_cfg)
-            self.words_to_sentence = WordsToSentence(
-                inner_dims,
-                num_words,
-                outer_dims,
-                norm_per_word=False,
-                bias=False,
-                norm_out=True,
-                norm_cfg=norm_cfg)
-        self.outer = TransformerBlock(
-            outer_dims,
-            SpatialReductionAttention(
-                outer_dims,
-                num_heads_outer,
-                sr_ratio=sr_ratio,
-                reduction='pool',
-                norm_cfg=norm_cfg,
-                **attn_cfg),
-            norm_cfg=norm_cfg,
-            **block_cfg)
-
-    def forward(self, words, sentences, grid, bias):
-        """Update words (B*N, K, c) and sentences (B, N, C) on a ``grid``
-        (h, w) of sentences; ``bias`` is added to the sentence attention's
-        logits."""
-        if self.has_inner:
-            words = self.inner(words)
-            sentences = sentences + self.words_to_sentence(
-                words, sentences.shape[0])
-        return words, self.outer(sentences, grid, bias)
-
-
 class PyramidTNTStage(nn.Module):
     """One stage of PyramidTNT: word and sentence aggregation (all stages
-    but the first), then blocks sharing one learned attention bias.
-
-    The inner (word) layer runs in block 0 only, and also in block 1 when
-    the stage has more than 6 blocks, as in the official design.
+    but the first), then :class:`TNTBlock` blocks whose sentence attention
+    pools keys and values by ``sr_ratio`` and adds a learned bias shared by
+    the stage. As in the official design the inner block (with
+    :class:`WordsLayerNorm` norms) runs in block 0, and in block 1 of a
+    stage of more than 6 blocks.
 
     Args:
-        depth (int): Number of blocks.
         in_dims (tuple[int, int] | None): Sentence and word channels of the
-            previous stage; None for the first stage (no aggregation).
+            previous stage (None: no aggregation).
         outer_dims (int): Channels of a sentence.
         inner_dims (int): Channels of a word.
         num_heads_outer (int): Heads of the sentence attention.
@@ -283,14 +197,16 @@ class PyramidTNTStage(nn.Module):
         pos_grid (tuple[int, int]): The sentence grid the attention bias is
             stored for.
         drop_path_rates (list[float]): Stochastic depth rate of each block.
-        block_cfg (dict): The other arguments of :class:`PyramidTNTBlock`.
+        norm_cfg (dict): The norm layer.
+        attn_cfg (dict): The other arguments of the attentions.
+        block_cfg (dict): The other arguments of the transformer blocks.
     """
 
-    def __init__(self, depth, in_dims, outer_dims, inner_dims,
-                 num_heads_outer, num_heads_inner, sr_ratio, pos_grid,
-                 drop_path_rates, **block_cfg):
+    def __init__(self, in_dims, outer_dims, inner_dims, num_heads_outer,
+                 num_heads_inner, sr_ratio, pos_grid, drop_path_rates,
+                 norm_cfg, attn_cfg, block_cfg):
         super().__init__()
-        norm_cfg = block_cfg['norm_cfg']
+        num_words = WORDS_PER_SIDE**2
         self.has_merge = in_dims is not None
         if self.has_merge:
             in_outer, in_inner = in_dims
@@ -303,15 +219,35 @@ class PyramidTNTStage(nn.Module):
         self.relative_pos = nn.Parameter(
             torch.randn(1, num_heads_outer, pos_grid[0] * pos_grid[1],
                         self.pos_key_grid[0] * self.pos_key_grid[1]))
-        self.blocks = nn.ModuleList(
-            PyramidTNTBlock(
+        words_norm_cfg = dict(
+            norm_cfg, type=WordsLayerNorm, num_words=num_words)
+        depth = len(drop_path_rates)
+        self.blocks = nn.ModuleList()
+        for j, rate in enumerate(drop_path_rates):
+            inner = words_to_sentence = None
+            if j == 0 or (j == 1 and depth > 6):
+                inner = TransformerBlock(
+                    inner_dims,
+                    MultiheadAttention(inner_dims, num_heads_inner,
+                                       **attn_cfg),
+                    drop_path_rate=rate,
+                    norm_cfg=words_norm_cfg,
+                    **block_cfg)
+                words_to_sentence = WordsToSentence(
+                    inner_dims, num_words, outer_dims, norm_cfg, bias=False)
+            outer = TransformerBlock(
                 outer_dims,
-                inner_dims if j == 0 or (j == 1 and depth > 6) else None,
-                num_heads_outer,
-                num_heads_inner,
-                drop_path_rate=drop_path_rates[j],
-                sr_ratio=sr_ratio,
-                **block_cfg) for j in range(depth))
+                SpatialReductionAttention(
+                    outer_dims,
+                    num_heads_outer,
+                    sr_ratio=sr_ratio,
+                    reduction='pool',
+                    norm_cfg=norm_cfg,
+                    **attn_cfg),
+                drop_path_rate=rate,
+                norm_cfg=norm_cfg,
+                **block_cfg)
+            self.blocks.append(TNTBlock(inner, words_to_sentence, outer))
 
     def key_grid(self, grid):
         """The grid of keys (after spatial reduction) for a sentence grid."""
@@ -342,77 +278,51 @@ class PyramidTNT(BaseBackbone):
 
     A PyTorch implementation of `PyramidTNT: Improved Transformer-in-
     Transformer Baselines with Pyramid Architecture
-    <https://arxiv.org/abs/2201.00978>`_. A convolutional stem gives words
-    at 1/2 and sentences (4x4 words each) at 1/8 of the input; four stages
-    follow at strides 8, 16, 32 and 64, joined by word and sentence
-    aggregation (3x3 stride-2 convolutions after a norm). The sentence
-    attention pools keys and values by ``sr_ratios`` and adds a learned bias
-    over every query and key position (``relative_pos``); the inner (word)
-    layer runs in the first block of each stage (and the second when the
-    stage has more than 6 blocks).
-
-    Inputs of any size are accepted: the image is padded at the bottom and
-    right to a multiple of 8, sentence grids of odd height or width are
-    padded before aggregation (as the official code does), and the sentence
-    position embedding and every stage's attention bias, stored for
-    ``img_size``, are resized to the actual grids (and to ``img_size`` when
-    a checkpoint made at another size is loaded).
+    <https://arxiv.org/abs/2201.00978>`_: a convolutional stem
+    (:class:`ConvStem`), then four stages (:class:`PyramidTNTStage`) at
+    strides 8, 16, 32 and 64. The image is padded at the bottom and right to
+    a multiple of 8; the sentence position embedding and every stage's
+    attention bias, stored for ``img_size``, are resized to the actual grids
+    (and to ``img_size`` when a checkpoint made at another size is loaded).
 
     Args:
         arch (str | dict): ``'ti'``/``'tiny'``, ``'s'``/``'small'``,
-            ``'m'``/``'medium'``, ``'b'``/``'base'``, or a dict with the keys
-            ``depths``, ``outer_dims``, ``inner_dims``, ``num_heads_outer``
-            and ``num_heads_inner`` (one value per stage). Defaults to
-            ``'s'``.
+            ``'m'``/``'medium'``, ``'b'``/``'base'``, or a dict of per-stage
+            lists with the keys ``depths``, ``outer_dims``, ``inner_dims``,
+            ``num_heads_outer`` and ``num_heads_inner``. Defaults to ``'s'``.
         img_size (int | tuple[int, int], optional): Size the position
-            embedding and attention biases are stored for. Defaults to the
-            size the arch was trained at: 192 for ``'ti'``, else 256.
+            terms are stored for. Defaults to the arch's training size.
         in_channels (int): Channels of the input image. Defaults to 3.
         sr_ratios (Sequence[int]): Spatial reduction of each stage's
             sentence attention. Defaults to (4, 2, 1, 1).
-        mlp_ratio (float): MLP hidden channels over input channels.
-            Defaults to 4.
-        qkv_bias (bool): Whether query/key/value projections have a bias.
-            Defaults to False.
-        drop_rate (float): Dropout rate on the position embedding (as the
-            official code) and after projections. Defaults to 0.
-        attn_drop_rate (float): Dropout rate on attention weights.
-            Defaults to 0.
-        drop_path_rate (float): Stochastic depth rate of the last block,
-            rising linearly from 0 at the first. Defaults to 0.
-        out_indices (int | Sequence[int]): Stages whose output is returned;
-            negative indices count from the end. Stages after the last one
-            chosen are not built (nor the final norm, unless the last stage
-            is chosen). Defaults to -1.
+        mlp_ratio (float): MLP width over token width. Defaults to 4.
+        qkv_bias (bool): Query/key/value projection bias. Defaults to False.
+        drop_rate (float): Dropout on the position embedding and after
+            projections. Defaults to 0.
+        attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
+        drop_path_rate (float): Stochastic depth of the last block (rising
+            from 0 at the first). Defaults to 0.
+        out_indices (int | Sequence[int]): Stages to output. Defaults to -1.
         out_type (str): ``'avg_featmap'``: the mean of the sentence tokens
-            (B, C), the official classification feature when the output is
-            the last stage's; ``'featmap'``: maps (B, C, H/s, W/s) for dense
-            heads. Defaults to ``'avg_featmap'``.
-        upsample_featmaps (bool): Upsample each returned map by 2 as in the
+            (B, C), the official classification feature of the last stage;
+            ``'featmap'``: maps (B, C, H/s, W/s). Defaults to
+            ``'avg_featmap'``.
+        upsample_featmaps (bool): Upsample each returned map by 2 as the
             paper's detection models (a 2x2 stride-2 transposed convolution,
-            norm and GELU, then a 3x3 convolution, norm and GELU), giving
-            strides 4, 8, 16, 32 instead of 8, 16, 32, 64. Only with
-            ``out_type='featmap'``. Either way a map of stride ``s`` has
-            ``ceil(H / s) x ceil(W / s)`` cells. Defaults to False.
-        final_norm (bool): Normalize the last stage's output.
-            Defaults to True.
+            then a 3x3 convolution, each with a norm and GELU): strides 4,
+            8, 16, 32. Only with ``out_type='featmap'``. Defaults to False.
+        final_norm (bool): Normalize the last stage's output. Default: True.
         frozen_stages (int): -1 freezes nothing, 0 the stem and position
-            embeddings, ``k`` those and the first ``k`` stages (all four also
-            freeze the final norm). Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers (stem, upsampling) in eval
-            mode while training. Defaults to False.
-        with_cp (bool): Recompute each block in the backward pass instead of
-            storing its activations (saves memory); may be changed after
-            the model is built. Defaults to False.
-        norm_cfg (dict): The transformer norm layer. Defaults to
-            ``dict(type='LN')``.
-        conv_norm_cfg (dict): The norm layer after the stem's and the
-            upsampling convolutions. Defaults to ``dict(type='BN')``.
-        act_cfg (dict): The MLPs' activation. Defaults to
-            ``dict(type='GELU')``.
+            embeddings, ``k`` also the first ``k`` stages (and with all, the
+            final norm). Defaults to -1.
+        norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
+        with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
+        norm_cfg (dict): The norm layer. Defaults to ``dict(type='LN')``.
+        conv_norm_cfg (dict): The norm after the stem's and upsampling
+            convolutions. Defaults to ``dict(type='BN')``.
+        act_cfg (dict): The MLPs' activation. Defaults to GELU.
         init_cfg (dict | list[dict], optional): Initialization config; by
-            default as the official code (truncated-normal linear weights,
-            std 0.02; Kaiming-normal convolutions, fan-out).
+            default as the official code.
 
     Examples:
         >>> import torch
@@ -421,47 +331,15 @@ class PyramidTNT(BaseBackbone):
         >>> [out.shape for out in model(torch.rand(1, 3, 256, 256))]
         [torch.Size([1, 512])]
         >>> model = PyramidTNT(arch='s', out_indices=(0, 1, 2, 3),
-        ...                    out_type='featmap').eval()
-        >>> [out.shape for out in model(torch.rand(1, 3, 256, 320))]
-        [torch.Size([1, 128, 32, 40]), torch.Size([1, 256, 16, 20]), torch.Size([1, 512, 8, 10]), torch.Size([1, 512, 4, 5])]
-        >>> model = PyramidTNT(arch='s', out_indices=(0, 1, 2, 3),
         ...                    out_type='featmap', upsample_featmaps=True)
-        >>> [grid.stride for grid in model.token_grids(256, 320)]
-        [4, 8, 16, 32]
+        >>> [out.shape for out in model.eval()(torch.rand(1, 3, 256, 320))]
+        [torch.Size([1, 128, 64, 80]), torch.Size([1, 256, 32, 40]), torch.Size([1, 512, 16, 20]), torch.Size([1, 512, 8, 10])]
     """  # noqa: E501
     arch_zoo = {
-        **dict.fromkeys(
-            ['ti', 'tiny'], {
-                'depths': [2, 6, 3, 2],
-                'outer_dims': [80, 160, 320, 320],
-                'inner_dims': [5, 10, 20, 20],
-                'num_heads_outer': [2, 4, 8, 8],
-                'num_heads_inner': [1, 2, 4, 4]
-            }),
-        **dict.fromkeys(
-            ['s', 'small'], {
-                'depths': [2, 8, 4, 2],
-                'outer_dims': [128, 256, 512, 512],
-                'inner_dims': [8, 16, 32, 32],
-                'num_heads_outer': [4, 8, 16, 16],
-                'num_heads_inner': [2, 4, 8, 8]
-            }),
-        **dict.fromkeys(
-            ['m', 'medium'], {
-                'depths': [2, 8, 6, 2],
-                'outer_dims': [192, 384, 768, 768],
-                'inner_dims': [12, 24, 48, 48],
-                'num_heads_outer': [4, 8, 16, 16],
-                'num_heads_inner': [2, 4, 8, 8]
-            }),
-        **dict.fromkeys(
-            ['b', 'base'], {
-                'depths': [2, 10, 6, 2],
-                'outer_dims': [256, 512, 1024, 1024],
-                'inner_dims': [16, 32, 64, 64],
-                'num_heads_outer': [4, 8, 16, 16],
-                'num_heads_inner': [2, 4, 8, 8]
-            }),
+        **dict.fromkeys(['ti', 'tiny'], arch_setting([2, 6, 3, 2], 80, 2)),
+        **dict.fromkeys(['s', 'small'], arch_setting([2, 8, 4, 2], 128, 4)),
+        **dict.fromkeys(['m', 'medium'], arch_setting([2, 8, 6, 2], 192, 4)),
+        **dict.fromkeys(['b', 'base'], arch_setting([2, 10, 6, 2], 256, 4)),
     }
     essential_keys = {
         'depths', 'outer_dims', 'inner_dims', 'num_heads_outer',
@@ -470,7 +348,6 @@ class PyramidTNT(BaseBackbone):
     # The input size each arch was trained at (official code and paper).
     train_img_size = {'ti': 192, 'tiny': 192}
     default_img_size = 256
-    num_stages = 4
     out_types = ('avg_featmap', 'featmap')
     embedding_names = ('stem', 'word_pos', 'sentence_pos', 'pos_drop')
     foreign_keys = r'(outer_pos|patch_embed\.|word_merges\.)'
@@ -498,18 +375,13 @@ class PyramidTNT(BaseBackbone):
                  act_cfg=dict(type='GELU'),
                  init_cfg=[
                      dict(type='TruncNormal', layer='Linear', std=.02),
-                     dict(
-                         type='Kaiming',
-                         layer=['Conv2d', 'ConvTranspose2d'],
-                         mode='fan_out',
-                         nonlinearity='relu',
-                         distribution='normal'),
+                     dict(type='Kaiming', layer=['Conv2d', 'ConvTranspose2d'],
+                          mode='fan_out', nonlinearity='relu',
+                          distribution='normal'),
                      dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
                  ]):
-        super().__init__(out_type, frozen_stages, norm_eval, with_cp,
-                         init_cfg)
-        self.arch_settings = resolve_arch(arch, self.arch_zoo,
-                                          self.essential_keys, 'PyramidTNT')
+        super().__init__(arch, out_indices, out_type, frozen_stages,
+                         norm_eval, with_cp, init_cfg)
         self._check_arch(self.arch_settings, sr_ratios)
         if upsample_featmaps and out_type != 'featmap':
             raise ValueError('upsample_featmaps=True needs '
@@ -519,17 +391,13 @@ class PyramidTNT(BaseBackbone):
         self.sr_ratios = tuple(sr_ratios)
         self.upsample_featmaps = upsample_featmaps
         self.final_norm = final_norm
-        self.out_indices = normalize_out_indices(out_indices, self.num_stages,
-                                                 'PyramidTNT')
-        self._check_frozen_stages(self.num_stages)
         self.embed_dims = outer_dims[-1]
 
         if img_size is None:
             img_size = self.train_img_size.get(
                 arch.lower() if isinstance(arch, str) else None,
                 self.default_img_size)
-        self.img_size = (img_size, img_size) if isinstance(
-            img_size, int) else tuple(img_size)
+        self.img_size = tuple(to_2tuple(img_size))
         if min(self.img_size) < self.min_input_size:
             raise ValueError(
                 f'PyramidTNT needs an img_size of at least '
@@ -548,14 +416,14 @@ class PyramidTNT(BaseBackbone):
             torch.zeros(1, h0 * w0, outer_dims[0]))
         self.pos_drop = nn.Dropout(drop_rate)
 
-        depths = settings['depths']
-        rates = drop_path_rates(drop_path_rate, sum(depths))
-        # Stages after the last output are not built: they would hold
-        # parameters without gradients.
+        rates = stage_drop_path_rates(drop_path_rate, settings['depths'])
+        attn_cfg = dict(
+            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+        block_cfg = dict(
+            mlp_ratio=mlp_ratio, drop_rate=drop_rate, act_cfg=act_cfg)
         self.stages = nn.ModuleList()
-        for i in range(self.out_indices[-1] + 1):
+        for i in range(self.num_built_stages):
             stage = PyramidTNTStage(
-                depths[i],
                 None if i == 0 else (outer_dims[i - 1], inner_dims[i - 1]),
                 outer_dims[i],
                 inner_dims[i],
@@ -563,18 +431,13 @@ class PyramidTNT(BaseBackbone):
                 settings['num_heads_inner'][i],
                 sr_ratio=self.sr_ratios[i],
                 pos_grid=self.pos_grids[i],
-                drop_path_rates=rates[sum(depths[:i]):sum(depths[:i + 1])],
-                num_words=num_words,
-                mlp_ratio=mlp_ratio,
-                qkv_bias=qkv_bias,
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
+                drop_path_rates=rates[i],
                 norm_cfg=norm_cfg,
-                act_cfg=act_cfg)
+                attn_cfg=attn_cfg,
+                block_cfg=block_cfg)
             self.stages.append(stage)
-        self.norm = build_norm_layer(norm_cfg, outer_dims[-1])[1] if (
-            final_norm and len(self.stages) == self.num_stages) else \
-            nn.Identity()
+        self.norm = self.build_final_norm(final_norm, norm_cfg,
+                                          outer_dims[-1])
 
         if upsample_featmaps:
             gelu = dict(type='GELU')
@@ -591,6 +454,9 @@ class PyramidTNT(BaseBackbone):
         trunc_normal_(self.word_pos, std=.02)
         trunc_normal_(self.sentence_pos, std=.02)
         self._freeze()
+
+    def count_stages(self, settings):
+        return NUM_STAGES
 
     def _check_arch(self, settings, sr_ratios):
         check_stage_lists(
@@ -612,7 +478,7 @@ class PyramidTNT(BaseBackbone):
         h = ceil_div(height, SENTENCE_STRIDE)
         w = ceil_div(width, SENTENCE_STRIDE)
         grids = []
-        for i in range(self.out_indices[-1] + 1):
+        for i in range(self.num_built_stages):
             if i:
                 h, w = ceil_div(h, 2), ceil_div(w, 2)
             grids.append(
@@ -643,39 +509,16 @@ class PyramidTNT(BaseBackbone):
         return f'stages.{last}.blocks.{depth - 1}.outer'
 
     def block_depth(self, name):
-        """Block ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is
-        the depth of the last block before the stage (0 for the first).
-        What stage ``i`` holds outside its blocks (the word and sentence
-        aggregations, the attention bias) is at ``d_i``, with the block
-        before it, as mmpretrain's Swin places its downsampling (the first
-        stage's bias with the embeddings); the final norm and the
-        upsampling layers after the blocks."""
-        parts = name.split('.')
-        if parts[0] != 'stages':
-            return None
-        i = int(parts[1])
-        before = sum(len(stage.blocks) for stage in self.stages[:i])
-        if parts[2] == 'blocks':
-            return before + int(parts[3]) + 1
-        return before
-
-    def frozen_parts(self):
-        parts = self.embedding_parts()
-        parts += self.stages[:self.frozen_stages]
-        if self.frozen_stages == self.num_stages:
-            parts.append(self.norm)
-        return parts
+        """As :meth:`BaseBackbone.stage_depth`: what stage ``i`` holds
+        outside its blocks (the aggregations, the attention bias) is with
+        the block before it; the final norm and the upsampling layers after
+        the blocks."""
+        return self.stage_depth(name, lambda i, part: 0)
 
     def adapt_state_dict(self, state_dict, prefix):
         """Resize the position terms of a checkpoint to ``img_size``."""
-        pos_key = prefix + 'sentence_pos'
-        if pos_key in state_dict:
-            pos = state_dict[pos_key]
-            if pos.shape[1] != self.sentence_pos.shape[1]:
-                src = square_grid(pos.shape[1],
-                                  'a sentence position embedding')
-                state_dict[pos_key] = resize_pos_embed(pos, src,
-                                                       self.pos_grids[0])
+        self.resize_loaded_pos_embed(state_dict, prefix + 'sentence_pos',
+                                     self.pos_grids[0])
         for i, stage in enumerate(self.stages):
             key = f'{prefix}stages.{i}.relative_pos'
             if key not in state_dict:

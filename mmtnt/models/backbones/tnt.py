@@ -3,28 +3,25 @@ import torch
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 from mmengine.model.weight_init import trunc_normal_
+from mmengine.utils import to_2tuple
 
 from mmtnt.registry import MODELS
 from ..layers import MultiheadAttention, TransformerBlock, drop_path_rates
-from ..utils import (ceil_div, normalize_out_indices, pad_to_multiple,
-                     resize_pos_embed, resolve_arch, square_grid)
+from ..utils import ceil_div, pad_to_multiple, resize_pos_embed
 from .base_backbone import BaseBackbone, TokenGrid
 
 
 class WordEmbed(nn.Module):
-    """Cut an image into sentences (patches) and embed the words in each.
-
-    Every ``patch_size`` square of the image is a sentence; a 7x7 convolution
-    of stride ``stride`` turns it into ``(patch_size // stride) ** 2`` words.
+    """Cut an image into sentences (``patch_size`` squares) and embed the
+    words of each by a 7x7 convolution of stride ``stride``.
 
     Args:
         in_channels (int): Channels of the image.
         embed_dims (int): Channels of a word.
         patch_size (int): Side of a sentence in pixels.
         stride (int): Stride of the convolution; must divide ``patch_size``.
-        layout (str): ``'official'`` convolves each sentence on its own (zero
-            padding at sentence borders, as TNT's official code);
-            ``'legacy'`` convolves the whole image first and then cuts it.
+        layout (str): ``'official'`` convolves each sentence on its own (as
+            TNT's official code), ``'legacy'`` the whole image.
 
     Examples:
         >>> import torch
@@ -68,23 +65,23 @@ class WordsToSentence(nn.Module):
         inner_dims (int): Channels of a word.
         num_words (int): Words per sentence.
         outer_dims (int): Channels of a sentence.
+        norm_cfg (dict): The normalization layer.
         norm_per_word (bool): Normalize each word over ``inner_dims``
             (legacy layout) instead of the concatenated words.
-        bias (bool): Whether the projection has a bias.
+            Defaults to False.
+        bias (bool): Whether the projection has a bias. Defaults to True.
         norm_out (bool): Normalize the projected sentence vector.
-        norm_cfg (dict): The normalization layer.
+            Defaults to True.
 
     Examples:
         >>> import torch
-        >>> proj = WordsToSentence(24, 16, 384, norm_per_word=False,
-        ...                        bias=True, norm_out=True,
-        ...                        norm_cfg=dict(type='LN'))
+        >>> proj = WordsToSentence(24, 16, 384, dict(type='LN'))
         >>> proj(torch.rand(2 * 196, 16, 24), batch_size=2).shape
         torch.Size([2, 196, 384])
     """
 
-    def __init__(self, inner_dims, num_words, outer_dims, norm_per_word, bias,
-                 norm_out, norm_cfg):
+    def __init__(self, inner_dims, num_words, outer_dims, norm_cfg,
+                 norm_per_word=False, bias=True, norm_out=True):
         super().__init__()
         self.norm_per_word = norm_per_word
         self.norm_in = build_norm_layer(
@@ -95,75 +92,51 @@ class WordsToSentence(nn.Module):
             norm_cfg, outer_dims)[1] if norm_out else nn.Identity()
 
     def forward(self, words, batch_size):
+        shape = (batch_size, -1, self.fc.in_features)
         if self.norm_per_word:
-            x = self.norm_in(words).reshape(batch_size, -1,
-                                            self.fc.in_features)
+            x = self.norm_in(words).reshape(shape)
         else:
-            x = self.norm_in(words.reshape(batch_size, -1,
-                                           self.fc.in_features))
+            x = self.norm_in(words.reshape(shape))
         return self.norm_out(self.fc(x))
 
 
 class TNTBlock(nn.Module):
-    """A TNT block: an inner transformer over the words of each sentence,
-    whose output is added to the sentences, then an outer transformer over
-    the sentences.
+    """A block of the TNT family: an inner transformer block over the words
+    of each sentence, whose result is projected and added to the sentences,
+    then an outer transformer block over the sentences.
 
     Args:
-        inner_dims (int): Channels of a word.
-        outer_dims (int): Channels of a sentence.
-        num_words (int): Words per sentence.
-        num_heads_inner (int): Heads of the inner attention.
-        num_heads_outer (int): Heads of the outer attention.
-        mlp_ratio (float): MLP hidden channels over the input channels, in
-            both transformers.
-        qkv_bias (bool): Whether query/key/value projections have a bias.
-        drop_rate (float): Dropout rate after projections.
-        attn_drop_rate (float): Dropout rate on attention weights.
-        drop_path_rate (float): Stochastic depth rate.
-        norm_cfg (dict): The normalization layer.
-        act_cfg (dict): The MLPs' activation.
-        layout (str): ``'official'`` or ``'legacy'``; see :class:`TNT`.
+        inner (nn.Module | None): The inner block, or None.
+        words_to_sentence (WordsToSentence | None): The projection of the
+            words (None without an inner block).
+        outer (nn.Module): The outer block.
+        num_extra_tokens (int): Sentence tokens before the grid's (a class
+            token), which receive no words. Defaults to 0.
     """
 
-    def __init__(self, inner_dims, outer_dims, num_words, num_heads_inner,
-                 num_heads_outer, mlp_ratio, qkv_bias, drop_rate,
-                 attn_drop_rate, drop_path_rate, norm_cfg, act_cfg, layout):
+    def __init__(self, inner, words_to_sentence, outer, num_extra_tokens=0):
         super().__init__()
-        block_cfg = dict(
-            mlp_ratio=mlp_ratio,
-            drop_rate=drop_rate,
-            drop_path_rate=drop_path_rate,
-            norm_cfg=norm_cfg,
-            act_cfg=act_cfg)
-        attn_cfg = dict(
-            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
-        official = layout == 'official'
-        self.inner = TransformerBlock(
-            inner_dims,
-            MultiheadAttention(inner_dims, num_heads_inner, **attn_cfg),
-            **block_cfg)
-        self.words_to_sentence = WordsToSentence(
-            inner_dims,
-            num_words,
-            outer_dims,
-            norm_per_word=not official,
-            bias=not official,
-            norm_out=official,
-            norm_cfg=norm_cfg)
-        self.outer = TransformerBlock(
-            outer_dims,
-            MultiheadAttention(outer_dims, num_heads_outer, **attn_cfg),
-            **block_cfg)
+        self.has_inner = inner is not None
+        if self.has_inner:
+            self.inner = inner
+            self.words_to_sentence = words_to_sentence
+        self.outer = outer
+        self.num_extra_tokens = num_extra_tokens
 
-    def forward(self, words, sentences):
-        """Update words (B*N, K, c) and sentences (B, 1 + N, C)."""
-        words = self.inner(words)
-        update = self.words_to_sentence(words, sentences.shape[0])
-        # The class token (row 0) receives no words.
-        sentences = torch.cat([sentences[:, :1], sentences[:, 1:] + update],
-                              dim=1)
-        return words, self.outer(sentences)
+    def forward(self, words, sentences, *outer_args):
+        """Update words (B*N, K, c) and sentences (B, extra + N, C);
+        ``outer_args`` follow the sentences into the outer block."""
+        if self.has_inner:
+            words = self.inner(words)
+            update = self.words_to_sentence(words, sentences.shape[0])
+            extra = self.num_extra_tokens
+            if extra:
+                sentences = torch.cat(
+                    [sentences[:, :extra], sentences[:, extra:] + update],
+                    dim=1)
+            else:
+                sentences = sentences + update
+        return words, self.outer(sentences, *outer_args)
 
 
 @MODELS.register_module()
@@ -171,17 +144,12 @@ class TNT(BaseBackbone):
     """Transformer in Transformer.
 
     A PyTorch implementation of `Transformer in Transformer
-    <https://arxiv.org/abs/2103.00112>`_. An image is cut into sentences
-    (``patch_size`` squares), each sentence into words; every block runs an
-    inner transformer over the words of each sentence and adds its result to
-    the sentence tokens, then an outer transformer over the sentences.
-
-    Inputs of any size are accepted: an image whose sides are not multiples
-    of ``patch_size`` is zero-padded at the right and bottom (as the other
-    families' patch embeddings do), so the sentence grid is
-    ``ceil(H / patch_size) x ceil(W / patch_size)``; the sentence position
-    embedding, stored for ``img_size``, is resized to the actual grid (and
-    to ``img_size`` when a checkpoint made at another size is loaded).
+    <https://arxiv.org/abs/2103.00112>`_: an image is cut into sentences
+    (``patch_size`` squares, the image zero-padded at the right and bottom),
+    each sentence into words, and runs through :class:`TNTBlock` blocks (the
+    stages of :class:`BaseBackbone`). The sentence position embedding,
+    stored for ``img_size``, is resized to the actual grid (and to
+    ``img_size`` when a checkpoint made at another size is loaded).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``, or a dict
@@ -191,47 +159,32 @@ class TNT(BaseBackbone):
         img_size (int | tuple[int, int]): Size the sentence position
             embedding is stored for. Defaults to 224.
         patch_size (int): Side of a sentence in pixels. Defaults to 16.
-        first_stride (int): Stride of the word convolution; words per
-            sentence are ``(patch_size // first_stride) ** 2``.
-            Defaults to 4.
+        first_stride (int): Stride of the word convolution (words per
+            sentence: ``(patch_size // first_stride) ** 2``). Defaults to 4.
         in_channels (int): Channels of the input image. Defaults to 3.
         layout (str): Pixel-embedding layout of the weights: ``'official'``
             (TNT's official code, timm's ``tnt_s/b_patch16_224``) or
             ``'legacy'`` (timm's ``tnt_s_legacy_patch16_224``, mmpretrain's
             TNT). Defaults to ``'official'``.
-        mlp_ratio (float): MLP hidden channels over input channels.
-            Defaults to 4.
-        qkv_bias (bool): Whether query/key/value projections have a bias.
-            Defaults to False.
-        drop_rate (float): Dropout rate after the position embedding and
+        mlp_ratio (float): MLP width over token width. Defaults to 4.
+        qkv_bias (bool): Query/key/value projection bias. Defaults to False.
+        drop_rate (float): Dropout after the position embedding and
             projections. Defaults to 0.
-        attn_drop_rate (float): Dropout rate on attention weights.
-            Defaults to 0.
-        drop_path_rate (float): Stochastic depth rate of the last block,
-            rising linearly from 0 at the first. Defaults to 0.
-        out_indices (int | Sequence[int]): Blocks whose output is returned;
-            negative indices count from the end. Blocks after the last one
-            chosen are not built (nor the final norm, unless the last block
-            is chosen). Defaults to -1.
-        out_type (str): What is returned for each chosen block:
-            ``'cls_token'`` (B, C) for classification heads, ``'featmap'``
-            (B, C, H/patch_size, W/patch_size) for dense heads, or
-            ``'avg_featmap'`` (B, C), the mean of the sentence tokens.
-            Defaults to ``'cls_token'``.
-        final_norm (bool): Normalize the last block's output.
-            Defaults to True.
+        attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
+        drop_path_rate (float): Stochastic depth of the last block (rising
+            from 0 at the first). Defaults to 0.
+        out_indices (int | Sequence[int]): Blocks to output. Defaults to -1.
+        out_type (str): ``'cls_token'`` (B, C), ``'featmap'``
+            (B, C, H/patch_size, W/patch_size) or ``'avg_featmap'`` (B, C),
+            the mean of the sentence tokens. Defaults to ``'cls_token'``.
+        final_norm (bool): Normalize the last block's output. Default: True.
         frozen_stages (int): -1 freezes nothing, 0 the embeddings, ``k`` the
             embeddings and the first ``k`` blocks (all of them also freeze
             the final norm). Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers in eval mode while training.
-            Defaults to False.
-        with_cp (bool): Recompute each block in the backward pass instead of
-            storing its activations (saves memory); may be changed after
-            the model is built. Defaults to False.
-        norm_cfg (dict): The normalization layer. Defaults to
-            ``dict(type='LN')``.
-        act_cfg (dict): The MLPs' activation. Defaults to
-            ``dict(type='GELU')``.
+        norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
+        with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
+        norm_cfg (dict): The norm layer. Defaults to ``dict(type='LN')``.
+        act_cfg (dict): The MLPs' activation. Defaults to GELU.
         init_cfg (dict | list[dict], optional): Initialization config; by
             default truncated-normal linear weights (std 0.02).
 
@@ -246,22 +199,12 @@ class TNT(BaseBackbone):
         [torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20])]
     """  # noqa: E501
     arch_zoo = {
-        **dict.fromkeys(
-            ['s', 'small'], {
-                'embed_dims_outer': 384,
-                'embed_dims_inner': 24,
-                'num_layers': 12,
-                'num_heads_outer': 6,
-                'num_heads_inner': 4
-            }),
-        **dict.fromkeys(
-            ['b', 'base'], {
-                'embed_dims_outer': 640,
-                'embed_dims_inner': 40,
-                'num_layers': 12,
-                'num_heads_outer': 10,
-                'num_heads_inner': 4
-            }),
+        **dict.fromkeys(['s', 'small'], dict(
+            embed_dims_outer=384, embed_dims_inner=24, num_layers=12,
+            num_heads_outer=6, num_heads_inner=4)),
+        **dict.fromkeys(['b', 'base'], dict(
+            embed_dims_outer=640, embed_dims_inner=40, num_layers=12,
+            num_heads_outer=10, num_heads_inner=4)),
     }
     essential_keys = {
         'embed_dims_outer', 'embed_dims_inner', 'num_layers',
@@ -299,28 +242,22 @@ class TNT(BaseBackbone):
                      dict(type='TruncNormal', layer='Linear', std=.02),
                      dict(type='Constant', layer='LayerNorm', val=1., bias=0.)
                  ]):
-        super().__init__(out_type, frozen_stages, norm_eval, with_cp,
-                         init_cfg)
-        self.arch_settings = resolve_arch(arch, self.arch_zoo,
-                                          self.essential_keys, 'TNT')
+        super().__init__(arch, out_indices, out_type, frozen_stages,
+                         norm_eval, with_cp, init_cfg)
         if layout not in self.layouts:
             raise ValueError(f'Unknown TNT layout {layout!r}: choose one of '
                              f'{self.layouts}.')
         if patch_size % first_stride != 0:
             raise ValueError(f'first_stride ({first_stride}) must divide '
                              f'patch_size ({patch_size}).')
-        inner_dims = self.arch_settings['embed_dims_inner']
-        outer_dims = self.arch_settings['embed_dims_outer']
-        self.num_layers = self.arch_settings['num_layers']
+        settings = self.arch_settings
+        inner_dims = settings['embed_dims_inner']
+        outer_dims = settings['embed_dims_outer']
         self.embed_dims = outer_dims
         self.patch_size = patch_size
         self.layout = layout
         self.final_norm = final_norm
-        self.out_indices = normalize_out_indices(out_indices,
-                                                 self.num_layers, 'TNT')
-        self._check_frozen_stages(self.num_layers)
-        img_h, img_w = (img_size, img_size) if isinstance(
-            img_size, int) else img_size
+        img_h, img_w = to_2tuple(img_size)
         if img_h % patch_size or img_w % patch_size:
             raise ValueError(
                 f'TNT img_size must be a multiple of patch_size='
@@ -331,46 +268,51 @@ class TNT(BaseBackbone):
         self.word_embed = WordEmbed(in_channels, inner_dims, patch_size,
                                     first_stride, layout)
         self.word_pos = nn.Parameter(torch.zeros(1, num_words, inner_dims))
-        self.sentence_proj = WordsToSentence(
-            inner_dims,
-            num_words,
-            outer_dims,
-            norm_per_word=False,
-            bias=True,
-            norm_out=True,
-            norm_cfg=norm_cfg)
+        self.sentence_proj = WordsToSentence(inner_dims, num_words,
+                                             outer_dims, norm_cfg)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, outer_dims))
         num_sentences = self.pos_grid[0] * self.pos_grid[1]
         self.sentence_pos = nn.Parameter(
             torch.zeros(1, 1 + num_sentences, outer_dims))
         self.drop_after_pos = nn.Dropout(drop_rate)
 
-        rates = drop_path_rates(drop_path_rate, self.num_layers)
-        # Blocks after the last output are not built: they would hold
-        # parameters without gradients.
+        attn_cfg = dict(
+            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+
+        def transformer(dims, num_heads, drop_path_rate):
+            return TransformerBlock(
+                dims,
+                MultiheadAttention(dims, num_heads, **attn_cfg),
+                mlp_ratio=mlp_ratio,
+                drop_rate=drop_rate,
+                drop_path_rate=drop_path_rate,
+                norm_cfg=norm_cfg,
+                act_cfg=act_cfg)
+
+        official = layout == 'official'
+        rates = drop_path_rates(drop_path_rate, self.num_stages)
         self.blocks = nn.ModuleList(
             TNTBlock(
-                inner_dims,
-                outer_dims,
-                num_words,
-                self.arch_settings['num_heads_inner'],
-                self.arch_settings['num_heads_outer'],
-                mlp_ratio=mlp_ratio,
-                qkv_bias=qkv_bias,
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=rate,
-                norm_cfg=norm_cfg,
-                act_cfg=act_cfg,
-                layout=layout) for rate in rates[:self.out_indices[-1] + 1])
-        self.norm = build_norm_layer(norm_cfg, outer_dims)[1] if (
-            final_norm and len(self.blocks) == self.num_layers) else \
-            nn.Identity()
+                transformer(inner_dims, settings['num_heads_inner'], rate),
+                WordsToSentence(
+                    inner_dims, num_words, outer_dims, norm_cfg,
+                    norm_per_word=not official, bias=not official,
+                    norm_out=official),
+                transformer(outer_dims, settings['num_heads_outer'], rate),
+                num_extra_tokens=self.num_extra_tokens)
+            for rate in rates[:self.num_built_stages])
+        self.norm = self.build_final_norm(final_norm, norm_cfg, outer_dims)
 
         trunc_normal_(self.word_pos, std=.02)
         trunc_normal_(self.cls_token, std=.02)
         trunc_normal_(self.sentence_pos, std=.02)
         self._freeze()
+
+    def count_stages(self, settings):
+        return settings['num_layers']
+
+    def stage_modules(self):
+        return list(self.blocks)
 
     def stage_token_grids(self, height, width):
         """The sentence grid after each built block: the input is padded to
@@ -378,7 +320,7 @@ class TNT(BaseBackbone):
         p = self.patch_size
         grid = TokenGrid((ceil_div(height, p), ceil_div(width, p)), p,
                          self.embed_dims)
-        return [grid] * (self.out_indices[-1] + 1)
+        return [grid] * self.num_built_stages
 
     def token_layer(self):
         last = self.out_indices[-1]
@@ -386,7 +328,7 @@ class TNT(BaseBackbone):
         # only in the attention of the last block: its input holds them.
         if self.out_type == 'cls_token':
             return f'blocks.{last}.outer.norm1'
-        if last == self.num_layers - 1 and self.final_norm:
+        if last == self.num_stages - 1 and self.final_norm:
             return 'norm'
         return f'blocks.{last}.outer'
 
@@ -402,13 +344,6 @@ class TNT(BaseBackbone):
             return int(parts[1]) + 1
         return None
 
-    def frozen_parts(self):
-        parts = self.embedding_parts()
-        parts += self.blocks[:self.frozen_stages]
-        if self.frozen_stages == self.num_layers:
-            parts.append(self.norm)
-        return parts
-
     def adapt_state_dict(self, state_dict, prefix):
         """Check the checkpoint's pixel-embedding layout and resize its
         sentence position embedding to ``img_size``."""
@@ -422,14 +357,8 @@ class TNT(BaseBackbone):
                     f"layout='{ckpt_layout}' but the model was built with "
                     f"layout='{self.layout}': set "
                     f"layout='{ckpt_layout}' in the backbone config.")
-        pos_key = prefix + 'sentence_pos'
-        if pos_key in state_dict:
-            pos = state_dict[pos_key]
-            if pos.shape[1] != self.sentence_pos.shape[1]:
-                src = square_grid(pos.shape[1] - self.num_extra_tokens,
-                                  'a sentence position embedding')
-                state_dict[pos_key] = resize_pos_embed(
-                    pos, src, self.pos_grid, self.num_extra_tokens)
+        self.resize_loaded_pos_embed(state_dict, prefix + 'sentence_pos',
+                                     self.pos_grid)
 
     def _format_output(self, sentences, grid):
         if self.out_type == 'cls_token':
@@ -452,7 +381,7 @@ class TNT(BaseBackbone):
         outs = []
         for i, block in enumerate(self.blocks):
             words, sentences = self.run_block(block, words, sentences)
-            if i == self.num_layers - 1:
+            if i == self.num_stages - 1:
                 sentences = self.norm(sentences)
             if i in self.out_indices:
                 outs.append(self._format_output(sentences, grid))

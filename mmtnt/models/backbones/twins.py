@@ -3,25 +3,40 @@ import math
 
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
-from mmengine.model.weight_init import trunc_normal_
+from mmengine.model.weight_init import (constant_init, normal_init,
+                                        trunc_normal_init)
 
 from mmtnt.registry import MODELS
 from ..layers import (LocallyGroupedAttention, SpatialReductionAttention,
-                      TransformerBlock, drop_path_rates, map_to_tokens,
-                      tokens_to_map)
-from ..utils import (ceil_div, check_stage_lists, normalize_out_indices,
-                     pad_to_multiple, resolve_arch)
-from .base_backbone import BaseBackbone, TokenGrid
+                      TransformerBlock, map_to_tokens, tokens_to_map)
+from ..utils import ceil_div, check_stage_lists, pad_to_multiple
+from .base_backbone import BaseBackbone, TokenGrid, stage_drop_path_rates
+
+#: What the released PCPVT archs share.
+PCPVT_WIDTHS = dict(
+    embed_dims=[64, 128, 320, 512],
+    num_heads=[1, 2, 5, 8],
+    mlp_ratios=[8, 8, 4, 4],
+    sr_ratios=[8, 4, 2, 1])
+
+
+def svt_arch(width, depths):
+    """A released SVT arch: stages of ``width`` times 1, 2, 4 and 8
+    channels with heads of 32 channels, windows of 7x7."""
+    dims = [width * 2**i for i in range(4)]
+    return dict(
+        embed_dims=dims,
+        depths=depths,
+        num_heads=[d // 32 for d in dims],
+        mlp_ratios=[4] * 4,
+        sr_ratios=[8, 4, 2, 1],
+        window_sizes=[7] * 4)
 
 
 class PatchEmbed(nn.Module):
-    """Embed non-overlapping ``patch_size`` squares of a feature map.
-
-    A convolution with kernel and stride ``patch_size``, then a norm over the
-    channels. Inputs whose sides are not multiples of ``patch_size`` are
-    zero-padded at the right and bottom first (as mmseg's and mmpretrain's
-    ``padding='corner'``), so no pixel is dropped: the output grid is
-    ``ceil(H / patch_size) x ceil(W / patch_size)``.
+    """Embed non-overlapping ``patch_size`` squares of a feature map by a
+    convolution and a norm. The input is zero-padded at the right and bottom
+    to a multiple of ``patch_size`` (as mmseg's ``padding='corner'``).
 
     Args:
         in_channels (int): Channels of the input.
@@ -78,16 +93,14 @@ class PositionEncoding(nn.Module):
 
 
 class TwinsStage(nn.Module):
-    """A patch embedding, transformer blocks with the position encoding
-    after the first one, and an optional norm.
+    """A stage of Twins: a patch embedding, transformer blocks with the
+    position encoding (PEG) after the first one, and an optional norm.
 
     Args:
         patch_embed (PatchEmbed): The stage's patch embedding.
-        blocks (list[TransformerBlock]): The blocks; their attentions take
-            the token grid.
+        blocks (list[TransformerBlock]): The blocks.
         drop_rate (float): Dropout rate after the patch embedding.
-        norm (nn.Module): The norm after the blocks (may be
-            ``nn.Identity``).
+        norm (nn.Module): The norm after the blocks (or ``nn.Identity``).
     """
 
     def __init__(self, patch_embed, blocks, drop_rate, norm):
@@ -116,17 +129,11 @@ class PCPVT(BaseBackbone):
     """Twins-PCPVT.
 
     A PyTorch implementation of `Twins: Revisiting the Design of Spatial
-    Attention in Vision Transformers <https://arxiv.org/abs/2104.13840>`_.
-    Four stages, each a patch embedding (stride 4, then 2, 2, 2) followed by
-    transformer blocks with global sub-sampled attention (GSA); a
-    conditional position encoding (a depth-wise 3x3 convolution, PEG) follows
-    the first block of each stage, so inputs of any size work.
-
-    Inputs whose sides are not multiples of the strides are padded at the
-    right and bottom by each patch embedding (stage ``i`` has
-    ``ceil(H / stride_i) x ceil(W / stride_i)`` tokens). The smallest input
-    is set by the spatial reduction: each stage's map must be at least
-    ``sr_ratio`` tokens high and wide (29x29 pixels for the released archs).
+    Attention in Vision Transformers <https://arxiv.org/abs/2104.13840>`_:
+    four stages (:class:`TwinsStage`) of transformer blocks with global
+    sub-sampled attention (GSA), at strides 4, 8, 16 and 32. Each stage's
+    map must be at least ``sr_ratio`` tokens high and wide (inputs of 29x29
+    pixels for the released archs).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``,
@@ -134,45 +141,34 @@ class PCPVT(BaseBackbone):
             ``embed_dims``, ``depths``, ``num_heads``, ``mlp_ratios`` and
             ``sr_ratios``. Defaults to ``'s'``.
         in_channels (int): Channels of the input image. Defaults to 3.
-        patch_sizes (Sequence[int], optional): Patch size (= stride) of each
-            stage's embedding. Defaults to 4 for the first stage and 2 for
-            the others.
-        qkv_bias (bool): Whether query/key/value projections have a bias.
-            Defaults to True.
+        patch_sizes (Sequence[int], optional): Stride of each stage's patch
+            embedding. Defaults to (4, 2, 2, ...).
+        qkv_bias (bool): Query/key/value projection bias. Defaults to True.
         drop_rate (float): Dropout rate after patch embeddings, attention
             projections and MLP layers. Defaults to 0.
-        attn_drop_rate (float): Dropout rate on attention weights.
-            Defaults to 0.
-        drop_path_rate (float): Stochastic depth rate of the last block,
-            rising linearly from 0 at the first. Defaults to 0.
-        out_indices (int | Sequence[int]): Stages whose output is returned;
-            negative indices count from the end. Stages after the last one
-            chosen are not built. Defaults to -1.
+        attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
+        drop_path_rate (float): Stochastic depth of the last block (rising
+            from 0 at the first). Defaults to 0.
+        out_indices (int | Sequence[int]): Stages to output. Defaults to -1.
         out_type (str): ``'featmap'``: a map (B, C_i, H/s_i, W/s_i) per
-            chosen stage, for dense heads; ``'avg_featmap'``: its global
-            average (B, C_i), for classification (with the default
-            ``norm_after_stage`` the last stage's is the official model's
-            pooled feature). Defaults to ``'avg_featmap'``.
+            chosen stage; ``'avg_featmap'``: its global average (B, C_i),
+            the official pooled feature of the last stage. Defaults to
+            ``'avg_featmap'``.
         norm_after_stage (bool | Sequence[bool], optional): Which stages
-            end with a norm; it is applied to the stage's output, which also
-            feeds the next stage. Defaults to None: only the last stage, as
-            the official model (its final norm).
-        norm_cfg (dict): Norms of the transformer blocks and after stages.
-            Defaults to ``dict(type='LN', eps=1e-6)`` (official).
+            end with a norm (also before the next stage). Defaults to the
+            last stage only, as the official model.
+        norm_cfg (dict): Norms of the blocks and after stages. Defaults to
+            the official LN (eps 1e-6).
         patch_norm_cfg (dict): Norms of the patch embeddings. Defaults to
-            ``dict(type='LN', eps=1e-5)`` (official).
-        sr_norm_cfg (dict): Norms after GSA's spatial reduction. Defaults to
-            ``dict(type='LN', eps=1e-5)`` (official).
-        act_cfg (dict): The MLPs' activation. Defaults to
-            ``dict(type='GELU')``.
+            the official LN (eps 1e-5).
+        sr_norm_cfg (dict): Norms after GSA's spatial reduction. Defaults
+            to the official LN (eps 1e-5).
+        act_cfg (dict): The MLPs' activation. Defaults to GELU.
         frozen_stages (int): -1 freezes nothing, 0 the first patch
             embedding, ``k`` the first ``k`` stages (with their patch
             embeddings, position encodings and norms). Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers in eval mode while training.
-            Defaults to False.
-        with_cp (bool): Recompute each block in the backward pass instead of
-            storing its activations (saves memory); may be changed after
-            the model is built. Defaults to False.
+        norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
+        with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config. By
             default (None) :meth:`init_weights` applies the official
             initialization.
@@ -180,39 +176,19 @@ class PCPVT(BaseBackbone):
     Examples:
         >>> import torch
         >>> from mmtnt.models import PCPVT
-        >>> model = PCPVT(arch='s').eval()
-        >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
-        [torch.Size([1, 512])]
         >>> model = PCPVT(arch='s', out_indices=(0, 1, 2, 3),
         ...               out_type='featmap').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 225, 319))]
         [torch.Size([1, 64, 57, 80]), torch.Size([1, 128, 29, 40]), torch.Size([1, 320, 15, 20]), torch.Size([1, 512, 8, 10])]
     """  # noqa: E501
+    # The released archs differ in depth only.
     arch_zoo = {
-        **dict.fromkeys(
-            ['s', 'small'], {
-                'embed_dims': [64, 128, 320, 512],
-                'depths': [3, 4, 6, 3],
-                'num_heads': [1, 2, 5, 8],
-                'mlp_ratios': [8, 8, 4, 4],
-                'sr_ratios': [8, 4, 2, 1]
-            }),
-        **dict.fromkeys(
-            ['b', 'base'], {
-                'embed_dims': [64, 128, 320, 512],
-                'depths': [3, 4, 18, 3],
-                'num_heads': [1, 2, 5, 8],
-                'mlp_ratios': [8, 8, 4, 4],
-                'sr_ratios': [8, 4, 2, 1]
-            }),
-        **dict.fromkeys(
-            ['l', 'large'], {
-                'embed_dims': [64, 128, 320, 512],
-                'depths': [3, 8, 27, 3],
-                'num_heads': [1, 2, 5, 8],
-                'mlp_ratios': [8, 8, 4, 4],
-                'sr_ratios': [8, 4, 2, 1]
-            }),
+        **dict.fromkeys(['s', 'small'],
+                        dict(PCPVT_WIDTHS, depths=[3, 4, 6, 3])),
+        **dict.fromkeys(['b', 'base'],
+                        dict(PCPVT_WIDTHS, depths=[3, 4, 18, 3])),
+        **dict.fromkeys(['l', 'large'],
+                        dict(PCPVT_WIDTHS, depths=[3, 8, 27, 3])),
     }
     essential_keys = {
         'embed_dims', 'depths', 'num_heads', 'mlp_ratios', 'sr_ratios'
@@ -240,58 +216,44 @@ class PCPVT(BaseBackbone):
                  norm_eval=False,
                  with_cp=False,
                  init_cfg=None):
-        super().__init__(out_type, frozen_stages, norm_eval, with_cp,
-                         init_cfg)
-        name = type(self).__name__
-        self.arch_settings = resolve_arch(arch, self.arch_zoo,
-                                          self.essential_keys, name)
+        super().__init__(arch, out_indices, out_type, frozen_stages,
+                         norm_eval, with_cp, init_cfg)
         settings = self.arch_settings
-        self.num_stages = len(settings['depths'])
+        num_stages = self.num_stages
         if patch_sizes is None:
-            patch_sizes = [4] + [2] * (self.num_stages - 1)
+            patch_sizes = [4] + [2] * (num_stages - 1)
         if norm_after_stage is None:
-            norm_after_stage = [False] * (self.num_stages - 1) + [True]
+            norm_after_stage = [False] * (num_stages - 1) + [True]
         elif isinstance(norm_after_stage, bool):
-            norm_after_stage = [norm_after_stage] * self.num_stages
+            norm_after_stage = [norm_after_stage] * num_stages
         check_stage_lists(
             dict(
                 settings,
                 patch_sizes=patch_sizes,
-                norm_after_stage=norm_after_stage), self.num_stages, name)
+                norm_after_stage=norm_after_stage), num_stages,
+            type(self).__name__)
         self.embed_dims = list(settings['embed_dims'])
         self.patch_sizes = list(patch_sizes)
         self.sr_ratios = list(settings['sr_ratios'])
         self.norm_after_stage = [bool(n) for n in norm_after_stage]
-        self.out_indices = normalize_out_indices(out_indices,
-                                                 self.num_stages, name)
-        self._check_frozen_stages(self.num_stages)
 
-        rates = drop_path_rates(drop_path_rate, sum(settings['depths']))
-        # Stages after the last output are not built: they would hold
-        # parameters without gradients.
+        rates = stage_drop_path_rates(drop_path_rate, settings['depths'])
+        attn_cfg = dict(
+            qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
         self.stages = nn.ModuleList()
-        for i in range(self.out_indices[-1] + 1):
+        for i in range(self.num_built_stages):
             dims = self.embed_dims[i]
-            blocks = []
-            for j in range(settings['depths'][i]):
-                attn = self._build_attention(
-                    i,
-                    j,
-                    embed_dims=dims,
-                    num_heads=settings['num_heads'][i],
-                    qkv_bias=qkv_bias,
-                    attn_drop=attn_drop_rate,
-                    proj_drop=drop_rate,
-                    sr_norm_cfg=sr_norm_cfg)
-                blocks.append(
-                    TransformerBlock(
-                        dims,
-                        attn,
-                        mlp_ratio=settings['mlp_ratios'][i],
-                        drop_rate=drop_rate,
-                        drop_path_rate=rates.pop(0),
-                        norm_cfg=norm_cfg,
-                        act_cfg=act_cfg))
+            blocks = [
+                TransformerBlock(
+                    dims,
+                    self._build_attention(i, j, settings['num_heads'][i],
+                                          attn_cfg, sr_norm_cfg),
+                    mlp_ratio=settings['mlp_ratios'][i],
+                    drop_rate=drop_rate,
+                    drop_path_rate=rate,
+                    norm_cfg=norm_cfg,
+                    act_cfg=act_cfg) for j, rate in enumerate(rates[i])
+            ]
             patch_embed = PatchEmbed(
                 in_channels if i == 0 else self.embed_dims[i - 1], dims,
                 self.patch_sizes[i], patch_norm_cfg)
@@ -301,25 +263,23 @@ class PCPVT(BaseBackbone):
                                           norm))
         self._freeze()
 
-    def _build_attention(self, stage, index, embed_dims, num_heads, qkv_bias,
-                         attn_drop, proj_drop, sr_norm_cfg):
+    def _build_attention(self, stage, index, num_heads, attn_cfg,
+                         sr_norm_cfg):
         """The attention of block ``index`` of ``stage``: GSA everywhere."""
         return SpatialReductionAttention(
-            embed_dims,
+            self.embed_dims[stage],
             num_heads,
             sr_ratio=self.sr_ratios[stage],
             reduction='conv',
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop,
-            norm_cfg=sr_norm_cfg)
+            norm_cfg=sr_norm_cfg,
+            **attn_cfg)
 
     def stage_token_grids(self, height, width):
         """The token grid of each built stage: every patch embedding pads
         its input to a multiple of its patch size; GSA needs a grid of at
         least ``sr_ratio`` a side."""
         grids, stride = [], 1
-        for i in range(self.out_indices[-1] + 1):
+        for i in range(self.num_built_stages):
             p = self.patch_sizes[i]
             height, width = ceil_div(height, p), ceil_div(width, p)
             stride *= p
@@ -335,27 +295,18 @@ class PCPVT(BaseBackbone):
         return f'stages.{last}.blocks.{len(self.stages[last].blocks) - 1}'
 
     def block_depth(self, name):
-        """Block ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is
-        the depth of the last block before the stage (0 for the first).
-        Stage ``i``'s patch embedding is at ``d_i``, with the block before
-        it, as mmpretrain's Swin places its downsampling (the first one with
-        the embeddings); the position encoding with the block it follows,
-        the stage's first; a stage's norm with its last block, but the last
-        built stage's (the final norm) after the blocks."""
-        parts = name.split('.')
-        if parts[0] != 'stages':
-            return None
-        i = int(parts[1])
-        before = sum(len(stage.blocks) for stage in self.stages[:i])
-        if parts[2] == 'patch_embed':
-            return before
-        if parts[2] == 'blocks':
-            return before + int(parts[3]) + 1
-        if parts[2] == 'pos_conv':
-            return before + 1
-        if parts[2] == 'norm' and i < len(self.stages) - 1:
-            return before + len(self.stages[i].blocks)
-        return None
+        """As :meth:`BaseBackbone.stage_depth`: stage ``i``'s patch
+        embedding is with the block before it; the position encoding with
+        the stage's first block, which it follows; a stage's norm with its
+        last block, but the last built stage's (the final norm) after the
+        blocks."""
+
+        def part_offset(i, part):
+            if part == 'norm' and i < len(self.stages) - 1:
+                return len(self.stages[i].blocks)
+            return {'patch_embed': 0, 'pos_conv': 1}.get(part)
+
+        return self.stage_depth(name, part_offset)
 
     def frozen_parts(self):
         if self.frozen_stages == 0:
@@ -370,18 +321,13 @@ class PCPVT(BaseBackbone):
             return
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                trunc_normal_init(m, std=.02, bias=0)
             elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+                constant_init(m, val=1, bias=0)
             elif isinstance(m, nn.Conv2d):
                 fan_out = m.kernel_size[0] * m.kernel_size[1] * \
                     m.out_channels // m.groups
-                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / fan_out))
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                normal_init(m, std=math.sqrt(2.0 / fan_out), bias=0)
 
     def forward(self, x):
         self.check_input(x)
@@ -396,23 +342,15 @@ class PCPVT(BaseBackbone):
 
 @MODELS.register_module()
 class SVT(PCPVT):
-    """Twins-SVT.
-
-    A PyTorch implementation of `Twins: Revisiting the Design of Spatial
-    Attention in Vision Transformers <https://arxiv.org/abs/2104.13840>`_.
-    Like :class:`PCPVT`, but the blocks of each stage alternate between
-    locally-grouped self-attention (LSA, even blocks) and global sub-sampled
-    attention (GSA, odd blocks).
-
-    LSA pads maps whose sides are not multiples of the window at the right
-    and bottom and masks the padding out, so every input size gives the
-    attention of the real tokens of each window.
+    """Twins-SVT: :class:`PCPVT` whose blocks alternate between
+    locally-grouped self-attention (LSA, even blocks; it masks the padding
+    of maps whose sides are not multiples of the window) and global
+    sub-sampled attention (GSA, odd blocks).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``,
             ``'l'``/``'large'``, or a dict of per-stage lists with the keys
-            ``embed_dims``, ``depths``, ``num_heads``, ``mlp_ratios``,
-            ``sr_ratios`` and ``window_sizes``. Defaults to ``'s'``.
+            of :class:`PCPVT` and ``window_sizes``. Defaults to ``'s'``.
         **kwargs: The other arguments of :class:`PCPVT`.
 
     Examples:
@@ -421,53 +359,22 @@ class SVT(PCPVT):
         >>> model = SVT(arch='s').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
         [torch.Size([1, 512])]
-        >>> model = SVT(arch='s', out_indices=(0, 1, 2, 3),
-        ...             out_type='featmap').eval()
-        >>> [out.shape for out in model(torch.rand(1, 3, 225, 319))]
-        [torch.Size([1, 64, 57, 80]), torch.Size([1, 128, 29, 40]), torch.Size([1, 256, 15, 20]), torch.Size([1, 512, 8, 10])]
     """  # noqa: E501
     arch_zoo = {
-        **dict.fromkeys(
-            ['s', 'small'], {
-                'embed_dims': [64, 128, 256, 512],
-                'depths': [2, 2, 10, 4],
-                'num_heads': [2, 4, 8, 16],
-                'mlp_ratios': [4, 4, 4, 4],
-                'sr_ratios': [8, 4, 2, 1],
-                'window_sizes': [7, 7, 7, 7]
-            }),
-        **dict.fromkeys(
-            ['b', 'base'], {
-                'embed_dims': [96, 192, 384, 768],
-                'depths': [2, 2, 18, 2],
-                'num_heads': [3, 6, 12, 24],
-                'mlp_ratios': [4, 4, 4, 4],
-                'sr_ratios': [8, 4, 2, 1],
-                'window_sizes': [7, 7, 7, 7]
-            }),
-        **dict.fromkeys(
-            ['l', 'large'], {
-                'embed_dims': [128, 256, 512, 1024],
-                'depths': [2, 2, 18, 2],
-                'num_heads': [4, 8, 16, 32],
-                'mlp_ratios': [4, 4, 4, 4],
-                'sr_ratios': [8, 4, 2, 1],
-                'window_sizes': [7, 7, 7, 7]
-            }),
+        **dict.fromkeys(['s', 'small'], svt_arch(64, [2, 2, 10, 4])),
+        **dict.fromkeys(['b', 'base'], svt_arch(96, [2, 2, 18, 2])),
+        **dict.fromkeys(['l', 'large'], svt_arch(128, [2, 2, 18, 2])),
     }
     essential_keys = PCPVT.essential_keys | {'window_sizes'}
 
-    def _build_attention(self, stage, index, embed_dims, num_heads, qkv_bias,
-                         attn_drop, proj_drop, sr_norm_cfg):
+    def _build_attention(self, stage, index, num_heads, attn_cfg,
+                         sr_norm_cfg):
         """LSA in even blocks, GSA in odd ones."""
         if index % 2 == 1:
-            return super()._build_attention(stage, index, embed_dims,
-                                            num_heads, qkv_bias, attn_drop,
-                                            proj_drop, sr_norm_cfg)
+            return super()._build_attention(stage, index, num_heads,
+                                            attn_cfg, sr_norm_cfg)
         return LocallyGroupedAttention(
-            embed_dims,
+            self.embed_dims[stage],
             num_heads,
             window_size=self.arch_settings['window_sizes'][stage],
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop,
-            proj_drop=proj_drop)
+            **attn_cfg)

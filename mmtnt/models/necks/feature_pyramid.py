@@ -12,15 +12,13 @@ from mmtnt.registry import MODELS
 def _upsample(channels, times, norm_cfg, act_cfg):
     """``times`` 2x2 stride-2 transposed convolutions, each but the last
     followed by a norm and an activation."""
-    layers = []
-    for i in range(times):
-        if i > 0:
-            layers += [
-                build_norm_layer(norm_cfg, channels)[1],
-                build_activation_layer(act_cfg)
-            ]
-        layers.append(
-            nn.ConvTranspose2d(channels, channels, kernel_size=2, stride=2))
+    layers = [nn.ConvTranspose2d(channels, channels, 2, stride=2)]
+    for _ in range(times - 1):
+        layers += [
+            build_norm_layer(norm_cfg, channels)[1],
+            build_activation_layer(act_cfg),
+            nn.ConvTranspose2d(channels, channels, 2, stride=2)
+        ]
     return nn.Sequential(*layers)
 
 
@@ -31,13 +29,12 @@ class FeaturePyramid(BaseModule):
     An isotropic backbone such as :class:`mmtnt.TNT` gives maps at a single
     stride (16). Like the simple feature pyramids of BEiT and ViTDet, each
     output level rescales a map by a power of two: upsampling by 2\\ :sup:`k`
-    is ``k`` 2x2 stride-2 transposed convolutions (with a norm and an
-    activation between two of them), downsampling by 2\\ :sup:`k` a max
-    pooling with kernel and stride 2\\ :sup:`k` (``ceil_mode``, so a map of
-    ``h x w`` cells becomes ``ceil(h / 2^k) x ceil(w / 2^k)``), and scale 1
-    is the map itself. Channels are kept, so the pyramid feeds mmdet's and
-    mmseg's FPN, UPerHead and other multi-level heads with
-    ``in_channels=[in_channels] * len(scales)``.
+    is ``k`` 2x2 stride-2 transposed convolutions, downsampling a max
+    pooling with ``ceil_mode`` (``h x w`` cells become
+    ``ceil(h / 2^k) x ceil(w / 2^k)``). Channels are kept, so the pyramid
+    feeds multi-level heads with ``in_channels=[in_channels] * len(scales)``.
+    It takes a tuple of NCHW maps of one size: one map per level (e.g. the
+    outputs of four TNT blocks, shallow to deep) or one map for all.
 
     Args:
         in_channels (int): Channels of the input maps (and of the outputs).
@@ -49,10 +46,6 @@ class FeaturePyramid(BaseModule):
         act_cfg (dict): The activation after that norm. Defaults to
             ``dict(type='GELU')``.
         init_cfg (dict | list[dict], optional): Initialization config.
-
-    The forward pass takes a tuple of NCHW maps of one size: either one map
-    per level (e.g. the outputs of four TNT blocks, shallow to deep) or a
-    single map that every level rescales.
 
     Examples:
         >>> import torch
