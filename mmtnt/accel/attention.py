@@ -1,15 +1,15 @@
 """Attention on the CPU: explicit products where PyTorch's fused kernel is
 slower.
 
-On the CPU, :func:`scaled_dot_product_attention` computes two matrix
-products and a softmax instead of
-:func:`torch.nn.functional.scaled_dot_product_attention` for bfloat16 and
-float16 inputs, for float32 sequences of a few keys (TNT's inner attention,
-the windows and sub-sampled keys of Twins and PyramidTNT) in training, and
-with a float bias on the logits (PyramidTNT); everywhere else (float32
-inference among it) the fused kernel runs. These routes and the thresholds
-below were chosen by timing both on one CPU: docs/benchmarks.md ("Where the
-accelerator's thresholds come from") says what was measured and where.
+The CPU versions of mmtnt's attention modules differ from the plain ones
+in their ``'auto'`` implementation only (their ``auto_attention``): on the
+CPU, :func:`scaled_dot_product_attention` computes two matrix products and
+a softmax for bfloat16 and float16 inputs, for float32 sequences of a few
+keys in training, and with a float bias on the logits; everywhere else the
+fused kernel runs. A model set to another ``attn_impl``
+(:func:`mmtnt.models.set_attention_impl`) computes that one. The
+thresholds below were chosen by timing both routes (docs/benchmarks.md,
+"Where the accelerator's thresholds come from").
 """
 import torch
 import torch.nn.functional as F
@@ -81,28 +81,16 @@ def explicit_is_faster(query, key, attn_mask=None):
     return torch.is_grad_enabled() and key.shape[-2] <= MAX_EXPLICIT_KEYS
 
 
-class RoutedAttention:
-    """Mixed into an attention of :mod:`mmtnt.models.layers`: its
-    :meth:`scaled_dot_product` takes the route of
-    :func:`scaled_dot_product_attention`."""
-
-    def scaled_dot_product(self, query, key, value, attn_mask=None):
-        return scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=attn_mask,
-            dropout_p=self.attn_drop if self.training else 0.)
+class CpuMultiheadAttention(MultiheadAttention):
+    """:class:`MultiheadAttention` with the CPU's ``'auto'`` route."""
+    auto_attention = staticmethod(scaled_dot_product_attention)
 
 
-class CpuMultiheadAttention(RoutedAttention, MultiheadAttention):
-    """:class:`MultiheadAttention` with the CPU's attention route."""
+class CpuSpatialReductionAttention(SpatialReductionAttention):
+    """:class:`SpatialReductionAttention` with the CPU's ``'auto'`` route."""
+    auto_attention = staticmethod(scaled_dot_product_attention)
 
 
-class CpuSpatialReductionAttention(RoutedAttention,
-                                   SpatialReductionAttention):
-    """:class:`SpatialReductionAttention` with the CPU's attention route."""
-
-
-class CpuLocallyGroupedAttention(RoutedAttention, LocallyGroupedAttention):
-    """:class:`LocallyGroupedAttention` with the CPU's attention route."""
+class CpuLocallyGroupedAttention(LocallyGroupedAttention):
+    """:class:`LocallyGroupedAttention` with the CPU's ``'auto'`` route."""
+    auto_attention = staticmethod(scaled_dot_product_attention)

@@ -23,9 +23,8 @@ from .detection import (UNPADDED, DetectorGraph, dense_head_detections,
 from .evaluate import evaluate_graphs, evaluate_onnx
 from .export import (MIN_DYNAMIC_TRACE_SIZE, build_model, check_input_size,
                      check_model_type, dynamic_trace_shape, export_onnx)
-from .graphs import (AdaptiveAvgPool2dGraph, ClassifierGraph, SegmentorGraph,
-                     describe_preprocessing, export_graph, input_channels,
-                     is_detector, output_names)
+from .graphs import (ClassifierGraph, SegmentorGraph, describe_preprocessing,
+                     export_graph, input_channels, is_detector, output_names)
 from .masks import paste_masks
 from .quantize import calibration_inputs, cpu_int8_features, quantize_onnx
 from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
@@ -36,16 +35,15 @@ from .verify_detection import (DET_BOX_TOLERANCE, DET_MASK_IOU,
                                match_detections, verify_detector_onnx)
 
 __all__ = [
-    'AdaptiveAvgPool2dGraph', 'CLS_TOLERANCES', 'ClassifierGraph',
-    'DEFAULT_TOLERANCE', 'DET_BOX_TOLERANCE', 'DET_MASK_IOU',
-    'DET_SCORE_TOLERANCE', 'DetectorGraph', 'IMG_SHAPE_NAME', 'INPUT_NAME',
-    'MIN_DYNAMIC_TRACE_SIZE', 'SegmentorGraph', 'UNPADDED', 'VerifyReport',
-    'build_model', 'calibration_inputs', 'check_input_size',
-    'check_model_type', 'cpu_int8_features', 'cpu_session',
-    'dense_head_detections', 'describe_preprocessing',
-    'dynamic_trace_shape', 'evaluate_graphs', 'evaluate_onnx',
-    'export_graph', 'export_onnx', 'graph_detections', 'input_channels',
-    'is_detector', 'match_detections', 'nms_by_group',
+    'CLS_TOLERANCES', 'ClassifierGraph', 'DEFAULT_TOLERANCE',
+    'DET_BOX_TOLERANCE', 'DET_MASK_IOU', 'DET_SCORE_TOLERANCE',
+    'DetectorGraph', 'IMG_SHAPE_NAME', 'INPUT_NAME', 'MIN_DYNAMIC_TRACE_SIZE',
+    'SegmentorGraph', 'UNPADDED', 'VerifyReport', 'build_model',
+    'calibration_inputs', 'check_input_size', 'check_model_type',
+    'cpu_int8_features', 'cpu_session', 'dense_head_detections',
+    'describe_preprocessing', 'dynamic_trace_shape', 'evaluate_graphs',
+    'evaluate_onnx', 'export_graph', 'export_onnx', 'graph_detections',
+    'input_channels', 'is_detector', 'match_detections', 'nms_by_group',
     'output_names', 'padded_check', 'paste_masks', 'quantize_onnx',
     'rpn_proposals', 'second_shape', 'verify_detector_onnx', 'verify_onnx',
     'verify_sizes'

@@ -9,25 +9,12 @@ The graph is made by ``torch.onnx.export(..., dynamo=True)`` from a
 ``torch.export`` program. With ``dynamic=True`` the batch, height and
 width are symbols (detectors: height and width; the batch is 1): the
 backbones' padding, LSA windows and masks, and the resizing of position
-embeddings and attention biases are computed from the input size inside the
-graph, so one graph serves every size the model takes. The returned ranges
-are what the tracer checked; they may start above the model's smallest
-input, whose 1-token maps it did not consider. A dynamic export is traced
-at :data:`MIN_DYNAMIC_TRACE_SIZE` or more a side. PyTorch's older
-TorchScript exporter (``dynamo=False``, deprecated) is not used: its tracer
-fixes every ``if`` on a size at the example's value, so the padding and
-masking would be kept or dropped for all sizes. During the export, adaptive
-average pooling to more than 1x1 (mmseg's pyramid pooling in UPerHead and
-PSPHead) runs as :class:`~mmtnt.deploy.graphs.AdaptiveAvgPool2dGraph`,
-whose windows follow the input size; the stock decomposition keeps the
-example's. Attention is exported as its explicit products, which ONNX
-Runtime runs faster than the exporter's decomposition of PyTorch's fused
-attention, and in segmentor and detector graphs attention over a whole
-token map computes its queries in parts, so that ONNX Runtime never holds
-all of its (queries x keys) weights at once (both the same result,
-:func:`~mmtnt.deploy.graphs.graph_attention`); the parts are traced as one
-operator, which ``torch.onnx.export`` writes out as ONNX nodes through
-:data:`~mmtnt.deploy.chunked_attention.ONNX_TRANSLATIONS`.
+terms are computed from the input size inside the graph, so one graph
+serves every size the model takes. The returned ranges are what the
+tracer checked. During the export the model computes its attention and
+resizing as :func:`~mmtnt.deploy.graphs.export_friendly` sets it to; the
+attention in parts is traced as one operator, written out as ONNX nodes
+through :data:`~mmtnt.deploy.chunked_attention.ONNX_TRANSLATIONS`.
 
 For detectors the graph holds the box decoding, NMS (ONNX
 ``NonMaxSuppression``) and, for Mask R-CNN, ``RoiAlign`` (each RoI on its
@@ -54,25 +41,23 @@ from mmengine.model import BaseModel, revert_sync_batchnorm
 from ..apis.model import init_model, model_config
 from .chunked_attention import ONNX_TRANSLATIONS
 from .detection import UNPADDED, DetectorGraph, check_detector
-from .graphs import (export_friendly, export_graph, input_channels,
-                     is_detector, output_names)
+from .graphs import (EXPORT_DECOMPOSITIONS, export_friendly, export_graph,
+                     input_channels, is_detector, output_names)
 from .runtime import IMG_SHAPE_NAME, INPUT_NAME
 
-#: ONNX stores a graph with its weights in one protobuf of at most 2 GiB;
-#: larger weights go to an external ``.data`` file.
+#: Larger weights go to an external ``.data`` file (a protobuf holds 2 GiB
+#: at most).
 MAX_EMBEDDED_WEIGHT_BYTES = 1.8 * 2**30
-#: The smallest height and width a dynamic export is traced at. torch.export
-#: (torch 2.13) takes a size derived from the input that is 1 at the example
-#: as 1 for every input, without a check that reaches the ONNX graph: traced
-#: at 224x224, Twins-SVT's 7x7 last stage is a single LSA window, and the
-#: graph fails at inputs with several (e.g. 256x320). At 512 every map of
-#: the three families has at least two windows or positions a side.
+#: The smallest height and width a dynamic export is traced at.
+#: torch.export takes a size derived from the input that is 1 at the
+#: example as 1 for every input (traced at 224x224, Twins-SVT's 7x7 last
+#: stage is a single LSA window); at 512 every map of the three families
+#: has at least two windows or positions a side.
 MIN_DYNAMIC_TRACE_SIZE = 512
 
 
 def is_model_name(model):
-    """Whether ``model`` is a model name (a string that is no ``.py``
-    config file)."""
+    """Whether ``model`` is a model name, not a ``.py`` config file."""
     return isinstance(model, str) and osp.splitext(model)[1] != '.py'
 
 
@@ -236,13 +221,10 @@ def export_onnx(model,
             checkpoint given with a built module, and what
             :func:`build_model` raises.
 
-    A :class:`~mmtnt.deploy.DetectorGraph` has a second input,
-    :data:`IMG_SHAPE_NAME`: the image's height and width before padding,
-    int64 (2, ). It is optional: the graph stores a default (:data:`UNPADDED`,
-    which stands for the input's size) as an initializer of the same name,
-    which ONNX Runtime uses when it is not fed, so that one-input callers
-    keep working. (ONNX Runtime lists it among the session's
-    ``get_overridable_initializers()``, not ``get_inputs()``.)
+    A :class:`~mmtnt.deploy.DetectorGraph`'s second input,
+    :data:`IMG_SHAPE_NAME`, is optional: an initializer of that name holds
+    :data:`UNPADDED` (the input's size), which ONNX Runtime uses when it is
+    not fed.
 
     Examples:
         >>> from mmtnt.deploy import export_onnx
@@ -285,7 +267,8 @@ def export_onnx(model,
         example += (torch.tensor(shape), )
     with torch.no_grad(), export_friendly(graph):
         program = torch.export.export(
-            graph, example, dynamic_shapes=dynamic_shapes, strict=False)
+            graph, example, dynamic_shapes=dynamic_shapes,
+            strict=False).run_decompositions(EXPORT_DECOMPOSITIONS)
     onnx_program = torch.onnx.export(
         program,
         example,
@@ -307,12 +290,9 @@ def export_onnx(model,
 
 
 def default_img_shape(onnx_graph):
-    """Make a detector graph's :data:`IMG_SHAPE_NAME` input optional: an
-    initializer of that name holds :data:`UNPADDED`.
-
-    Args:
-        onnx_graph (onnx_ir.Graph): The exported graph, changed in place.
-    """
+    """Make the :data:`IMG_SHAPE_NAME` input of a detector's graph
+    (``onnx_ir.Graph``, changed in place) optional: an initializer of that
+    name holds :data:`UNPADDED`."""
     import onnx_ir as ir
     value = next(v for v in onnx_graph.inputs if v.name == IMG_SHAPE_NAME)
     value.const_value = ir.tensor(np.array(UNPADDED, dtype=np.int64),
@@ -332,15 +312,9 @@ def dynamic_trace_shape(shape):
 
 
 def dynamic_ranges(program):
-    """The range of each dynamic input axis of an exported program.
-
-    Args:
-        program (torch.export.ExportedProgram): With one image input.
-
-    Returns:
-        dict: ``batch``, ``height``, ``width`` -> ``(low, high)``, ``high``
-        None when unbounded.
-    """
+    """The range ``(low, high)`` of the ``batch``, ``height`` and
+    ``width`` of the image input of a ``torch.export`` program, ``high``
+    None when unbounded."""
     name = program.graph_signature.user_inputs[0]
     node = next(n for n in program.graph.nodes if n.name == name)
     ranges = {}

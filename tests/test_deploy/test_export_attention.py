@@ -1,25 +1,25 @@
 """Attention in exported graphs: explicit products, whose keys are
 transposed on their last two axes only, and the queries cut into parts
-(:func:`mmtnt.deploy.chunked_attention.query_chunked_attention`, one traced
-operator written out as ONNX nodes) where the weights are many give the
-plain attention's result, in PyTorch and in ONNX Runtime against an export
-without the parts and against eager PyTorch; the plain model is itself
-again afterwards, and classifiers are exported without parts."""
-from unittest import mock
-
+(``attn_impl='parts'``: :func:`mmtnt.models.layers.attention.
+parts_attention`, one traced operator written out as ONNX nodes) where the
+weights are many give the plain attention's result, in PyTorch and in ONNX
+Runtime against an export without the parts and against eager PyTorch;
+the model has its own settings again afterwards, and classifiers are
+exported without parts."""
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 from onnx_graphs import graph_nodes, op_types
 
-from mmtnt.deploy import chunked_attention, cpu_session, export_onnx, graphs
-from mmtnt.deploy.chunked_attention import (ATTENTION_QUERY_CHUNKS,
-                                            EXPLICIT_ATTENTION, cuts_queries,
-                                            query_chunked_attention)
-from mmtnt.deploy.graphs import (PLAIN_ATTENTION, ClassifierGraph,
-                                 export_friendly, graph_attention)
+from mmtnt.deploy import cpu_session, export_onnx
+from mmtnt.deploy.graphs import ClassifierGraph, export_friendly
+from mmtnt.models import set_attention_impl
 from mmtnt.models.layers import attention as attention_layers
+from mmtnt.models.layers.attention import (ATTENTION_QUERY_CHUNKS,
+                                           cuts_queries, explicit_attention,
+                                           parts_attention,
+                                           scaled_dot_product_attention)
 from mmtnt.models.layers.layout import map_to_tokens
 
 # Float32 rounding: the parts' products are summed in another order.
@@ -49,19 +49,18 @@ def attention_inputs(num_queries, num_keys, mask=None, seed=0):
 def test_parts_give_the_plain_attention(mask, num_queries, num_keys,
                                         monkeypatch):
     inputs = attention_inputs(num_queries, num_keys, mask)
-    expected = PLAIN_ATTENTION(*inputs)
+    expected = scaled_dot_product_attention(*inputs)
     parts = []
 
-    def plain_attention(query, key, value, attn_mask, dropout_p=0.):
+    def explicit(query, key, value, attn_mask, dropout_p=0.):
         parts.append(query.shape[-2])
         if attn_mask is not None:
             assert attn_mask.shape[-2] in (1, query.shape[-2])
-        return PLAIN_ATTENTION(query, key, value, attn_mask, dropout_p)
+        return explicit_attention(query, key, value, attn_mask, dropout_p)
 
-    monkeypatch.setattr(chunked_attention, 'MIN_CHUNKED_WEIGHTS', 0)
-    monkeypatch.setattr(chunked_attention, 'EXPLICIT_ATTENTION',
-                        plain_attention)
-    chunked = query_chunked_attention(*inputs)
+    monkeypatch.setattr(attention_layers, 'MIN_CHUNKED_WEIGHTS', 0)
+    monkeypatch.setattr(attention_layers, 'explicit_attention', explicit)
+    chunked = parts_attention(*inputs)
     assert len(parts) == ATTENTION_QUERY_CHUNKS
     assert sum(parts) == num_queries
     assert max(parts) - min(parts) <= 1
@@ -78,37 +77,28 @@ def test_only_many_weights_are_cut(num_queries, num_keys, cut):
     assert cuts_queries(query, key) == cut
 
 
-def test_the_layers_attention_is_swapped_for_the_block_only():
+def test_unknown_attention_impl_is_refused():
+    layer = attention_layers.MultiheadAttention(8, 2)
+    with pytest.raises(ValueError, match="'auto', 'explicit', 'parts'"):
+        set_attention_impl(nn.Sequential(layer), 'fused')
+    assert layer.attn_impl == 'auto'
+
+
+def test_export_sets_the_attention_impl_for_the_block_only():
     layer = attention_layers.SpatialReductionAttention(32, 2, sr_ratio=2)
+    preset = attention_layers.MultiheadAttention(32, 2)
+    set_attention_impl(preset, 'explicit')
     tokens = torch.randn(1, 12 * 10, 32)
-    calls, explicit = [], []
-
-    def record(*args, **kwargs):
-        calls.append(args[0].shape[-2])
-        return query_chunked_attention(*args, **kwargs)
-
-    def record_explicit(*args, **kwargs):
-        explicit.append(args[0].shape[-2])
-        return EXPLICIT_ATTENTION(*args, **kwargs)
-
-    with mock.patch.object(chunked_attention, 'query_chunked_attention',
-                           record), \
-            mock.patch.object(chunked_attention, 'EXPLICIT_ATTENTION',
-                              record_explicit):
-        with graph_attention():
-            chunked = layer(tokens, (12, 10))
-        plain = layer(tokens, (12, 10))
-        with export_friendly(nn.Sequential(layer)):
-            layer(tokens, (12, 10))
-        # classifiers keep their attention whole
-        with export_friendly(ClassifierGraph(nn.Sequential(layer))):
-            layer(tokens, (12, 10))
-    assert calls == [120, 120]
-    # every export computes the explicit products (parts: the 120 queries
-    # are fewer than MIN_CHUNKED_WEIGHTS allows to cut, so one piece)
-    assert explicit == [120, 120, 120]
-    assert (attention_layers.scaled_dot_product_attention is
-            PLAIN_ATTENTION)
+    plain = layer(tokens, (12, 10))
+    with export_friendly(nn.Sequential(layer, preset)):
+        assert (layer.attn_impl, preset.attn_impl) == ('parts', 'parts')
+        chunked = layer(tokens, (12, 10))
+    # classifiers keep their attention whole
+    with export_friendly(ClassifierGraph(nn.Sequential(layer, preset))):
+        assert (layer.attn_impl, preset.attn_impl) == ('explicit',
+                                                       'explicit')
+    assert (layer.attn_impl, preset.attn_impl) == ('auto', 'explicit')
+    assert 'attn_impl' not in vars(layer)
     torch.testing.assert_close(chunked, plain, atol=ATOL, rtol=0)
 
 
@@ -135,17 +125,28 @@ class Attentions(nn.Module):
         return tokens + self.global_(tokens, hw_shape, bias)
 
 
+class Classifier(nn.Module):
+    """A module called as mmpretrain calls a classifier, for
+    :class:`ClassifierGraph`."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, inputs, mode):
+        return self.module(inputs)
+
+
 def test_chunked_export_matches_the_unchunked_one(tmp_path):
+    """Segmentors and detectors are exported with parts, classifiers
+    without."""
     torch.manual_seed(0)
     module = Attentions().eval()
     files = dict(chunked=str(tmp_path / 'chunked.onnx'),
                  plain=str(tmp_path / 'plain.onnx'))
     export_onnx(module, files['chunked'], (64, 64), dynamic=True)
-    whole = graphs.graph_attention
-    with mock.patch.object(graphs, 'graph_attention',
-                           lambda cut_queries: whole(cut_queries=False)):
-        export_onnx(module, files['plain'], (64, 64), dynamic=True)
-    assert attention_layers.scaled_dot_product_attention is PLAIN_ATTENTION
+    export_onnx(ClassifierGraph(Classifier(module), logits=True),
+                files['plain'], (64, 64), dynamic=True, channels=3)
     softmaxes = {kind: op_types(f)['Softmax'] for kind, f in files.items()}
     # the windows whole, the global attention in parts
     assert softmaxes == dict(plain=2, chunked=1 + ATTENTION_QUERY_CHUNKS)
@@ -197,7 +198,7 @@ class AttentionInParts(nn.Module):
 
     def forward(self, x):
         return torch.stack([
-            query_chunked_attention(*self.inputs(x, mask))
+            parts_attention(*self.inputs(x, mask))
             for mask in self.MASKS
         ])
 
@@ -218,7 +219,8 @@ def test_parts_export_to_onnx_for_every_mask(tmp_path):
             shape, np.float32))
         output, = session.run(None, {'input': images.numpy()})
         for kind, result in zip(module.MASKS, output):
-            expected = PLAIN_ATTENTION(*module.inputs(images, kind))
+            expected = scaled_dot_product_attention(
+                *module.inputs(images, kind))
             np.testing.assert_allclose(
                 result, expected.numpy(), atol=ATOL, rtol=0, err_msg=kind)
 
@@ -257,13 +259,10 @@ def test_keys_are_transposed_on_their_last_two_axes(tmp_path):
     sentences = torch.randn(1, 6, 16, 24)
     export_onnx(module, files['exported'], (16, 24), dynamic=False,
                 channels=6)
-    with mock.patch.object(graphs, 'graph_attention',
-                           lambda cut_queries: mock.patch.object(
-                               attention_layers,
-                               'scaled_dot_product_attention',
-                               PLAIN_ATTENTION)):
-        export_onnx(module, files['fused'], (16, 24), dynamic=False,
-                    channels=6)
+    # the plain model's attention, fused, as PyTorch exports it
+    with torch.no_grad():
+        torch.onnx.export(module, (sentences, ), files['fused'],
+                          dynamo=True)
     perms = {kind: transpose_perms(f) for kind, f in files.items()}
     assert [0, 2, 1] in perms['fused']
     assert [0, 2, 1] not in perms['exported']

@@ -1,7 +1,7 @@
-"""Bicubic interpolation in exported graphs: two matrix products
-(:func:`mmtnt.deploy.graphs.separable_interpolate`) that give PyTorch's
-result, in PyTorch and in ONNX Runtime at sizes other than the export's,
-with no cubic ``Resize`` left in the graph."""
+"""Bicubic resizing by matrices (``resize_impl='matrices'``, set during
+the export): two matrix products that give PyTorch's result, in PyTorch
+and in ONNX Runtime at sizes other than the export's, with no cubic
+``Resize`` in the graph."""
 import numpy as np
 import pytest
 import torch
@@ -10,21 +10,22 @@ import torch.nn.functional as F
 from onnx_graphs import op_types
 
 from mmtnt.deploy import cpu_session, export_onnx
-from mmtnt.deploy.graphs import (PLAIN_INTERPOLATE, bicubic_matrix,
-                                 graph_interpolation, separable_interpolate)
-from mmtnt.models.utils import resize_attention_bias, resize_pos_embed
+from mmtnt.deploy.graphs import export_friendly
+from mmtnt.models import set_resize_impl
+from mmtnt.models.utils import (resize_attention_bias, resize_bicubic,
+                                resize_pos_embed)
+from mmtnt.models.utils.resize import bicubic_matrix
 
 ATOL = 1e-5
 
 
 @pytest.mark.parametrize('src,dst', [((8, 8), (13, 21)), ((14, 14), (14, 14)),
                                      ((32, 32), (5, 7)), ((3, 5), (1, 9))])
-def test_separable_bicubic_equals_pytorch(src, dst):
+def test_bicubic_matrices_equal_pytorch(src, dst):
     grid = torch.randn(2, 5, *src, generator=torch.Generator().manual_seed(0))
-    expected = PLAIN_INTERPOLATE(grid, size=dst, mode='bicubic',
-                                 align_corners=False)
-    out = separable_interpolate(grid, size=dst, mode='bicubic',
-                                align_corners=False)
+    expected = F.interpolate(grid, size=dst, mode='bicubic',
+                             align_corners=False)
+    out = resize_bicubic(grid, dst, 'matrices')
     torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
 
 
@@ -37,31 +38,17 @@ def test_rows_sum_to_one_and_taps_clamp_at_the_edges():
     assert matrix[0, 2] == 0 and matrix[0, 0] > 0.9
 
 
-@pytest.mark.parametrize('kwargs', [
-    dict(size=(6, 6), mode='bilinear', align_corners=False),
-    dict(size=(6, 6), mode='bicubic', align_corners=True),
-    dict(scale_factor=2, mode='bicubic', align_corners=False),
-    dict(size=(6, 6), mode='nearest'),
-])
-def test_other_interpolations_are_pytorchs(kwargs):
-    grid = torch.randn(1, 2, 4, 4)
-    calls = []
-
-    def plain(*args):
-        calls.append(args)
-        return PLAIN_INTERPOLATE(*args)
-
-    with torch.no_grad():
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr('mmtnt.deploy.graphs.PLAIN_INTERPOLATE', plain)
-            out = separable_interpolate(grid, **kwargs)
-    assert len(calls) == 1
-    torch.testing.assert_close(out, PLAIN_INTERPOLATE(grid, **kwargs))
+def test_unknown_resize_impl_is_refused():
+    with pytest.raises(ValueError, match="'interpolate', 'matrices'"):
+        resize_bicubic(torch.zeros(1, 1, 2, 2), (3, 3), 'matrix')
+    with pytest.raises(ValueError, match="'interpolate', 'matrices'"):
+        set_resize_impl(nn.Linear(1, 1), 'bilinear')
 
 
 class LearnedGrids(nn.Module):
     """A position embedding and an attention bias learned on 8x8 and 2x2
-    grids, resized to the input's (as TNT, PyramidTNT and Twins do)."""
+    grids, resized to the input's (as TNT and PyramidTNT do)."""
+    resize_impl = 'interpolate'
 
     def __init__(self):
         super().__init__()
@@ -71,8 +58,10 @@ class LearnedGrids(nn.Module):
     def forward(self, x):
         grid = tuple(x.shape[-2:])
         keys = (grid[0] // 4, grid[1] // 4)
-        pos = resize_pos_embed(self.pos_embed, (8, 8), grid, 1)
-        bias = resize_attention_bias(self.bias, (8, 8), (2, 2), grid, keys)
+        pos = resize_pos_embed(self.pos_embed, (8, 8), grid, 1,
+                               self.resize_impl)
+        bias = resize_attention_bias(self.bias, (8, 8), (2, 2), grid, keys,
+                                     self.resize_impl)
         image = x.flatten(1).mean(-1, keepdim=True)
         return pos[:, 1:].sum(-1) + bias.sum((1, 3)) + image
 
@@ -82,7 +71,6 @@ def test_exported_grids_follow_the_input_without_resize(tmp_path):
     module = LearnedGrids().eval()
     onnx_file = str(tmp_path / 'grids.onnx')
     export_onnx(module, onnx_file, (8, 12), dynamic=True, channels=1)
-    assert F.interpolate is PLAIN_INTERPOLATE
     assert 'Resize' not in op_types(onnx_file)
     session = cpu_session(onnx_file, num_threads=1)
     for shape in [(2, 1, 8, 12), (1, 1, 16, 8), (1, 1, 32, 28)]:
@@ -93,15 +81,19 @@ def test_exported_grids_follow_the_input_without_resize(tmp_path):
         np.testing.assert_allclose(output, expected, atol=1e-4, rtol=0)
 
 
-def test_interpolate_is_swapped_for_the_block_only():
-    with graph_interpolation():
-        assert F.interpolate is separable_interpolate
-    assert F.interpolate is PLAIN_INTERPOLATE
+def test_matrices_are_set_for_the_export_only():
+    module = nn.Sequential(LearnedGrids(), LearnedGrids())
+    module[1].resize_impl = 'matrices'
+    with export_friendly(module):
+        assert [m.resize_impl for m in module] == ['matrices'] * 2
+    assert [m.resize_impl for m in module] == ['interpolate', 'matrices']
+    assert 'resize_impl' not in vars(module[0])
 
 
 class PositionedTokens(nn.Module):
     """Pixels as tokens, projected, plus a position embedding learned on
     an 8x8 grid and resized to the input's."""
+    resize_impl = 'interpolate'
 
     def __init__(self):
         super().__init__()
@@ -111,7 +103,8 @@ class PositionedTokens(nn.Module):
     def forward(self, x):
         grid = tuple(x.shape[-2:])
         tokens = self.proj(x.flatten(2).transpose(1, 2))
-        return tokens + resize_pos_embed(self.pos_embed, (8, 8), grid)
+        return tokens + resize_pos_embed(self.pos_embed, (8, 8), grid,
+                                         impl=self.resize_impl)
 
 
 @pytest.mark.parametrize('mode', ['dynamic', 'static'])

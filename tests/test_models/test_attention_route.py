@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mmtnt.models import set_attention_impl
 from mmtnt.models.layers import LocallyGroupedAttention
-from mmtnt.models.layers import attention as attention_module
 from mmtnt.models.layers.attention import (MAX_FUSED_BATCH, explicit_attention,
                                            scaled_dot_product_attention,
                                            takes_explicit_route)
@@ -67,27 +67,18 @@ def test_rule_keeps_float32_on_the_fused_kernel_outside_autocast():
             (8, 4, 49, 32), (8, 4, 49, 32), (8, 4, 49, 32)))
 
 
-def test_layers_call_the_routed_function():
+def test_layers_take_the_route_of_their_attn_impl():
     """The plain attention modules reach the rule: a bfloat16 LSA with
-    head dim 6 runs the explicit products, one with head dim 8 the fused
-    kernel."""
-    calls = []
-
-    def spy(name, function):
-        def wrapped(*args, **kwargs):
-            calls.append(name)
-            return function(*args, **kwargs)
-        return wrapped
-
+    head dim 6 computes the explicit products bit for bit, one with head
+    dim 8 the fused kernel."""
     x = torch.randn(2, 14 * 14, 24, dtype=torch.bfloat16)
-    with torch.no_grad(), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(attention_module, 'explicit_attention',
-                      spy('explicit', explicit_attention))
-        patch.setattr(attention_module.F, 'scaled_dot_product_attention',
-                      spy('sdpa', F.scaled_dot_product_attention))
-        LocallyGroupedAttention(24, 4).bfloat16()(x, (14, 14))
-        LocallyGroupedAttention(24, 3).bfloat16()(x, (14, 14))
-    assert calls == ['explicit', 'sdpa']
+    for num_heads, explicit in [(4, True), (3, False)]:
+        torch.manual_seed(0)
+        layer = LocallyGroupedAttention(24, num_heads).bfloat16()
+        with torch.no_grad():
+            auto = layer(x, (14, 14))
+            set_attention_impl(layer, 'explicit')
+            assert torch.equal(layer(x, (14, 14)), auto) == explicit
 
 
 def relative_error(actual, expected):

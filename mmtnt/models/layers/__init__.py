@@ -1,13 +1,14 @@
 """The plain layers every family is built from: stock PyTorch modules and
 operators, the same on every device."""
-from .attention import (LocallyGroupedAttention, MultiheadAttention,
-                        SpatialReductionAttention)
+from .attention import (ATTENTION_IMPLS, LocallyGroupedAttention,
+                        MultiheadAttention, SpatialReductionAttention,
+                        set_attention_impl)
 from .block import TransformerBlock, drop_path_rates
 from .layout import map_to_tokens, tokens_to_map
 from .mlp import Mlp
 
 __all__ = [
-    'MultiheadAttention', 'SpatialReductionAttention',
-    'LocallyGroupedAttention', 'TransformerBlock', 'drop_path_rates', 'Mlp',
-    'map_to_tokens', 'tokens_to_map'
+    'ATTENTION_IMPLS', 'MultiheadAttention', 'SpatialReductionAttention',
+    'LocallyGroupedAttention', 'set_attention_impl', 'TransformerBlock',
+    'drop_path_rates', 'Mlp', 'map_to_tokens', 'tokens_to_map'
 ]

@@ -1,36 +1,36 @@
-"""The attentions of TNT, PyramidTNT and Twins.
+"""The attentions of TNT, PyramidTNT and Twins, and the functions that
+compute their weights.
 
 Each attention computes ``proj(attend(x, ...))``: :meth:`attend` projects
 queries, keys and values, splits the heads and calls
-:meth:`scaled_dot_product`, the one place the attention weights are formed.
-It calls :func:`scaled_dot_product_attention`, which picks one of two
-routes from the inputs' dtype and shape alone (never from the device):
-:func:`torch.nn.functional.scaled_dot_product_attention`, or the explicit
-products of :func:`explicit_attention` where no fused kernel takes the
-shape (see :func:`takes_explicit_route`).
+:meth:`~MultiheadAttention.scaled_dot_product`, the one place the weights
+are formed, by the implementation the module's ``attn_impl`` names
+(:data:`ATTENTION_IMPLS`, set with :func:`set_attention_impl`).
 """
 import math
+from typing import Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..utils.shape import ceil_div, known_equal, pad_to_multiple
 from .layout import map_to_tokens, tokens_to_map
 
-#: Head dims the fused 16-bit kernels take without padding: PyTorch's cuDNN
-#: and memory-efficient attention refuse 16-bit head dims that are not a
-#: multiple of 8, and FlashAttention pads them to 8 and runs its head-dim-32
-#: kernel (TNT's inner attention: head dim 6 or 10).
+#: Head dims the fused 16-bit kernels take without padding: cuDNN and
+#: memory-efficient attention refuse others, FlashAttention pads them.
 FUSED_HEAD_DIM_MULTIPLE = 8
-#: The most batch entries, and heads, that the fused CUDA kernels take:
-#: FlashAttention and the memory-efficient kernel launch one grid row per
-#: batch entry and head, and a CUDA grid's second and third dimensions stop
-#: at 65535 (PyramidTNT's word attention at batch 64: 65536 sentences).
-#: docs/benchmarks.md ("Attention routes on a GPU") has the measurements.
+#: The most batch entries, and heads, that the fused CUDA kernels take: a
+#: CUDA grid's second and third dimensions stop at 65535.
 MAX_FUSED_BATCH = 65535
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+#: The parts that :func:`parts_attention` cuts the queries into.
+ATTENTION_QUERY_CHUNKS = 16
+#: Attention whose weights per batch entry and head (queries x keys) are
+#: known to be fewer than this (4 MiB in float32) is not cut into parts.
+MIN_CHUNKED_WEIGHTS = 2**20
 
 
 def attention_dtype(query):
@@ -46,8 +46,7 @@ def attention_dtype(query):
 def exceeds_fused_grid(query):
     """Whether ``query`` (..., heads, N, d) has more batch entries or heads
     than :data:`MAX_FUSED_BATCH`. Not asked while ``torch.export`` traces
-    the model: the exported graph runs elsewhere (ONNX Runtime), and the
-    question would bound its dynamic batch."""
+    the model: the question would bound the exported graph's batch."""
     if torch.compiler.is_exporting():
         return False
     *batch, heads = query.shape[:-2]
@@ -58,8 +57,7 @@ def takes_explicit_route(query, key, value):
     """Whether :func:`scaled_dot_product_attention` computes these inputs
     with :func:`explicit_attention`: 16-bit attention whose head dims are
     not multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, and attention over
-    more than :data:`MAX_FUSED_BATCH` batch entries or heads. Everything
-    else takes PyTorch's fused attention.
+    more than :data:`MAX_FUSED_BATCH` batch entries or heads.
 
     Args:
         query (Tensor): Shape (..., heads, Nq, d).
@@ -131,8 +129,10 @@ def explicit_attention(query,
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.):
-    """:func:`torch.nn.functional.scaled_dot_product_attention`, or
-    :func:`explicit_attention` where :func:`takes_explicit_route` says so.
+    """The ``'auto'`` implementation:
+    :func:`torch.nn.functional.scaled_dot_product_attention`, or
+    :func:`explicit_attention` where :func:`takes_explicit_route` says so
+    (a rule on the inputs' dtype and shape, never their device).
 
     Args:
         query (Tensor): Shape (..., Nq, d).
@@ -157,6 +157,140 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
         query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
 
 
+def cuts_queries(query, key):
+    """Whether :func:`parts_attention` cuts the queries: unless their
+    weights per batch entry and head (queries x keys) are known to be fewer
+    than :data:`MIN_CHUNKED_WEIGHTS`.
+
+    In a dynamic export, attention within windows and sentences, whose
+    sizes the model fixes, stays whole, and attention over the whole token
+    map, whose queries follow the input's size (a symbol), is cut.
+
+    Examples:
+        >>> q, k = torch.rand(8, 4, 49, 32), torch.rand(8, 4, 49, 32)
+        >>> cuts_queries(q, k), cuts_queries(torch.rand(1, 4, 4200, 32),
+        ...                                  torch.rand(1, 4, 1050, 32))
+        (False, True)
+    """
+    return not statically_known_true(
+        query.shape[-2] * key.shape[-2] < MIN_CHUNKED_WEIGHTS)
+
+
+def part_bounds(num_queries, chunks):
+    """The ``chunks + 1`` bounds ``i * num_queries // chunks`` of the parts
+    of the queries, whose sizes differ by 1 at most."""
+    return [part * num_queries // chunks for part in range(chunks + 1)]
+
+
+@torch.library.custom_op('mmtnt::attention_in_parts', mutates_args=())
+def attention_in_parts(query: torch.Tensor, key: torch.Tensor,
+                       value: torch.Tensor, attn_mask: Optional[torch.Tensor],
+                       chunks: int, split_mask: bool) -> torch.Tensor:
+    """:func:`explicit_attention` over ``chunks`` parts of the queries in
+    turn (:func:`part_bounds`), the outputs joined on the queries' axis;
+    ``split_mask``: whether ``attn_mask`` has a row per query (cut with
+    them) or one row for all. One operator while ``torch.export`` traces
+    the model, which ``mmtnt.deploy`` writes out as ONNX nodes."""
+    outputs = []
+    bounds = part_bounds(query.shape[-2], chunks)
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        mask = attn_mask[..., start:end, :] if split_mask else attn_mask
+        outputs.append(
+            explicit_attention(query[..., start:end, :], key, value, mask))
+    return torch.cat(outputs, dim=-2)
+
+
+@attention_in_parts.register_fake
+def _(query, key, value, attn_mask, chunks, split_mask):
+    """The output's shape and dtype, for tracing."""
+    return query.new_empty(*query.shape[:-1], value.shape[-1])
+
+
+def parts_attention(query,
+                    key,
+                    value,
+                    attn_mask=None,
+                    dropout_p=0.,
+                    chunks=ATTENTION_QUERY_CHUNKS):
+    """The ``'parts'`` implementation: :func:`explicit_attention` over
+    ``chunks`` parts of the queries in turn (``mmtnt::attention_in_parts``)
+    where :func:`cuts_queries` says so; else in one piece.
+
+    The result is the same, since the softmax normalises each query's
+    weights on its own; but a graph exported from it holds the weights of
+    one part at a time, 1/``chunks`` of the (queries x keys) matrix.
+
+    Args:
+        query (Tensor): Shape (..., Nq, d).
+        key (Tensor): Shape (..., Nk, d), the same leading axes.
+        value (Tensor): Shape (..., Nk, d_v), the same leading axes.
+        attn_mask (Tensor, optional): A float bias added to the logits, or
+            a boolean mask, True where a query may attend a key; broadcast
+            to (..., Nq, Nk), its queries' axis 1 or Nq.
+        dropout_p (float): Dropout rate on the attention weights; with
+            dropout the attention stays whole.
+        chunks (int): The parts. Defaults to
+            :data:`ATTENTION_QUERY_CHUNKS`.
+
+    Returns:
+        Tensor: Shape (..., Nq, d_v).
+
+    Examples:
+        >>> q, k = torch.rand(1, 4, 4200, 8), torch.rand(1, 4, 1050, 8)
+        >>> torch.allclose(parts_attention(q, k, k),
+        ...                explicit_attention(q, k, k), atol=1e-6)
+        True
+    """
+    if dropout_p > 0 or not cuts_queries(query, key):
+        return explicit_attention(query, key, value, attn_mask, dropout_p)
+    split_mask = attn_mask is not None and not statically_known_true(
+        attn_mask.shape[-2] == 1)
+    return attention_in_parts(query, key, value, attn_mask, chunks,
+                              split_mask)
+
+
+#: The implementations of attention that mmtnt's attention modules take as
+#: ``attn_impl``: ``'auto'`` (:func:`scaled_dot_product_attention`, the
+#: default), ``'explicit'`` (:func:`explicit_attention`) and ``'parts'``
+#: (:func:`parts_attention`).
+ATTENTION_IMPLS = ('auto', 'explicit', 'parts')
+
+
+def set_attention_impl(model, impl):
+    """Set how the attention modules of ``model`` compute their attention,
+    as the ``attn_impl`` of each :class:`MultiheadAttention` in it (its
+    subclasses too).
+
+    Args:
+        model (nn.Module): Changed in place.
+        impl (str): One of :data:`ATTENTION_IMPLS`: ``'auto'`` picks
+            PyTorch's fused attention or the explicit products by the
+            inputs' dtype and shape; ``'explicit'`` always computes the
+            explicit products; ``'parts'`` computes them with the queries
+            in parts where the (queries x keys) weights may be many (what
+            ``mmtnt.deploy`` exports for segmentors and detectors).
+
+    Returns:
+        nn.Module: ``model`` itself.
+
+    Raises:
+        ValueError: If ``impl`` is not one of :data:`ATTENTION_IMPLS`.
+
+    Examples:
+        >>> from mmtnt.models import SVT, set_attention_impl
+        >>> model = set_attention_impl(SVT(arch='s'), 'explicit')
+        >>> model.stages[0].blocks[0].attn.attn_impl
+        'explicit'
+    """
+    if impl not in ATTENTION_IMPLS:
+        raise ValueError(f'Unknown attention implementation {impl!r}: '
+                         f'choose one of {ATTENTION_IMPLS}.')
+    for module in model.modules():
+        if isinstance(module, MultiheadAttention):
+            module.attn_impl = impl
+    return model
+
+
 def check_heads(embed_dims, num_heads):
     """Raise a ValueError unless ``num_heads`` divides ``embed_dims``."""
     if num_heads < 1 or embed_dims % num_heads != 0:
@@ -174,13 +308,11 @@ def split_heads(x, num_parts, num_heads):
 def merge_heads(x):
     """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d).
 
-    While ``torch.export`` traces the model (ONNX export), several heads are
-    copied explicitly: the traced attention output has the memory layout
-    of a kernel that returns (B, N, heads, d), so the flatten would be
-    recorded as a view, and the ONNX exporter's decomposition of the
-    attention does not keep that layout (without the copy, PyramidTNT's
-    exported graph disagrees with PyTorch). Otherwise the flatten is a view
-    where the kernel's layout allows it, else a copy."""
+    While ``torch.export`` traces the model, several heads are copied
+    explicitly: the traced attention output has the memory layout of a
+    kernel that returns (B, N, heads, d), which the ONNX exporter's
+    decomposition of the attention does not keep, so a flatten recorded as
+    a view would disagree with PyTorch."""
     x = x.transpose(1, 2)
     if torch.compiler.is_exporting() and x.shape[2] > 1:
         x = x.clone(memory_format=torch.contiguous_format)
@@ -206,6 +338,11 @@ class MultiheadAttention(nn.Module):
         >>> attn(torch.rand(2, 10, 64)).shape
         torch.Size([2, 10, 64])
     """
+    #: How the attention is computed, one of :data:`ATTENTION_IMPLS`
+    #: (:func:`set_attention_impl`).
+    attn_impl = 'auto'
+    #: The function of ``attn_impl='auto'``.
+    auto_attention = staticmethod(scaled_dot_product_attention)
 
     def __init__(self,
                  embed_dims,
@@ -244,8 +381,8 @@ class MultiheadAttention(nn.Module):
 
     def scaled_dot_product(self, query, key, value, attn_mask=None):
         """``softmax(query key^T / sqrt(d) + attn_mask) value``, with
-        dropout on the weights while training, by the route of
-        :func:`scaled_dot_product_attention`.
+        dropout on the weights while training, by the implementation that
+        ``attn_impl`` names.
 
         Args:
             query (Tensor): Shape (B, heads, Nq, d).
@@ -257,11 +394,16 @@ class MultiheadAttention(nn.Module):
         Returns:
             Tensor: Shape (B, heads, Nq, d).
         """
-        return scaled_dot_product_attention(
+        attention = {
+            'auto': self.auto_attention,
+            'explicit': explicit_attention,
+            'parts': parts_attention,
+        }[self.attn_impl]
+        return attention(
             query,
             key,
             value,
-            attn_mask=attn_mask,
+            attn_mask,
             dropout_p=self.attn_drop if self.training else 0.)
 
 
@@ -287,14 +429,10 @@ class SpatialReductionAttention(MultiheadAttention):
         num_heads (int): Attention heads; must divide ``embed_dims``.
         sr_ratio (int): Spatial reduction of keys and values. Defaults to 1.
         reduction (str): ``'conv'`` or ``'pool'``. Defaults to ``'conv'``.
-        qkv_bias (bool): Whether the query/key/value projections have a bias.
-            Defaults to False.
-        attn_drop (float): Dropout rate on the attention weights.
-            Defaults to 0.
-        proj_drop (float): Dropout rate after the output projection.
-            Defaults to 0.
         norm_cfg (dict): The norm after the reduction. Defaults to
             ``dict(type='LN')``.
+        **kwargs: ``qkv_bias``, ``attn_drop`` and ``proj_drop``, as
+            :class:`MultiheadAttention` takes them.
 
     Examples:
         >>> import torch
@@ -314,12 +452,9 @@ class SpatialReductionAttention(MultiheadAttention):
                  num_heads,
                  sr_ratio=1,
                  reduction='conv',
-                 qkv_bias=False,
-                 attn_drop=0.,
-                 proj_drop=0.,
-                 norm_cfg=dict(type='LN')):
-        super().__init__(embed_dims, num_heads, qkv_bias, attn_drop,
-                         proj_drop)
+                 norm_cfg=dict(type='LN'),
+                 **kwargs):
+        super().__init__(embed_dims, num_heads, **kwargs)
         if reduction not in self.reductions:
             raise ValueError(f'Unknown reduction {reduction!r}: choose one '
                              f'of {self.reductions}.')
@@ -329,6 +464,7 @@ class SpatialReductionAttention(MultiheadAttention):
         self.reduction = reduction
         if sr_ratio == 1:
             return
+        qkv_bias = self.qkv.bias is not None
         del self.qkv  # queries, and keys and values, are projected apart
         self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         if reduction == 'conv':
@@ -375,12 +511,8 @@ class LocallyGroupedAttention(MultiheadAttention):
         embed_dims (int): Channels of the tokens.
         num_heads (int): Attention heads; must divide ``embed_dims``.
         window_size (int): Side of a window. Defaults to 7.
-        qkv_bias (bool): Whether the query/key/value projection has a bias.
-            Defaults to False.
-        attn_drop (float): Dropout rate on the attention weights.
-            Defaults to 0.
-        proj_drop (float): Dropout rate after the output projection.
-            Defaults to 0.
+        **kwargs: ``qkv_bias``, ``attn_drop`` and ``proj_drop``, as
+            :class:`MultiheadAttention` takes them.
 
     Examples:
         >>> import torch
@@ -389,15 +521,8 @@ class LocallyGroupedAttention(MultiheadAttention):
         torch.Size([2, 255, 64])
     """
 
-    def __init__(self,
-                 embed_dims,
-                 num_heads,
-                 window_size=7,
-                 qkv_bias=False,
-                 attn_drop=0.,
-                 proj_drop=0.):
-        super().__init__(embed_dims, num_heads, qkv_bias, attn_drop,
-                         proj_drop)
+    def __init__(self, embed_dims, num_heads, window_size=7, **kwargs):
+        super().__init__(embed_dims, num_heads, **kwargs)
         if window_size < 1:
             raise ValueError(f'window_size must be positive, got '
                              f'{window_size}.')

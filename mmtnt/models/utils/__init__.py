@@ -1,10 +1,12 @@
 from .arch import check_stage_lists, normalize_out_indices, resolve_arch
 from .attention_bias import resize_attention_bias
 from .pos_embed import resize_pos_embed, square_grid
+from .resize import RESIZE_IMPLS, resize_bicubic, set_resize_impl
 from .shape import ceil_div, known_equal, known_zero, pad_to_multiple
 
 __all__ = [
-    'resize_pos_embed', 'resize_attention_bias', 'resolve_arch',
+    'resize_pos_embed', 'resize_attention_bias', 'resize_bicubic',
+    'RESIZE_IMPLS', 'set_resize_impl', 'resolve_arch',
     'normalize_out_indices', 'check_stage_lists', 'square_grid', 'ceil_div',
     'known_zero', 'known_equal', 'pad_to_multiple'
 ]

@@ -1,23 +1,23 @@
 import torch
-import torch.nn.functional as F
 
+from .resize import resize_bicubic
 from .shape import known_equal
 
 
-def _resize_grid_dim(bias, src_shape, dst_shape, mode):
+def _resize_grid_dim(bias, src_shape, dst_shape, impl):
     """Resize the grid stored in the last dim of ``bias`` (L, M, h*w)."""
     if known_equal(src_shape, dst_shape):
         return bias
     L, M, _ = bias.shape
     grid = bias.reshape(1, L * M, *src_shape)
-    grid = F.interpolate(grid, size=dst_shape, mode=mode, align_corners=False)
+    grid = resize_bicubic(grid, dst_shape, impl)
     return grid.reshape(L, M, dst_shape[0] * dst_shape[1])
 
 
 def resize_attention_bias(bias, src_query_shape, src_key_shape,
-                          dst_query_shape, dst_key_shape, mode='bicubic'):
+                          dst_query_shape, dst_key_shape, impl='interpolate'):
     """Resize a learned attention bias between every query and every key
-    position of two token grids.
+    position of two token grids, bicubically.
 
     The bias (PyramidTNT's ``relative_pos``) holds one value per head, query
     position and key position, so it is tied to the grids it was learned
@@ -33,7 +33,9 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
             holds.
         dst_query_shape (tuple[int, int]): The query grid to resize to.
         dst_key_shape (tuple[int, int]): The key grid to resize to.
-        mode (str): Interpolation mode. Defaults to ``'bicubic'``.
+        impl (str): How, one of
+            :data:`~mmtnt.models.utils.resize.RESIZE_IMPLS`. Defaults to
+            ``'interpolate'``.
 
     Returns:
         Tensor: Bias of shape (1, heads, dst_Hq*dst_Wq, dst_Hk*dst_Wk);
@@ -69,7 +71,7 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
     # source-sized tensors, and the last resize writes the (many)
     # destination queries by keys in their final layout.
     x = _resize_grid_dim(
-        x.transpose(1, 2), src_query_shape, dst_query_shape, mode)
+        x.transpose(1, 2), src_query_shape, dst_query_shape, impl)
     x = _resize_grid_dim(x.transpose(1, 2), src_key_shape, dst_key_shape,
-                         mode)  # (heads, queries, keys)
+                         impl)  # (heads, queries, keys)
     return x.reshape(1, *x.shape).to(bias.dtype).contiguous()

@@ -1,6 +1,6 @@
 import torch
-import torch.nn.functional as F
 
+from .resize import resize_bicubic
 from .shape import known_equal
 
 
@@ -35,8 +35,9 @@ def square_grid(num_positions, what):
 
 
 def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
-                     mode='bicubic'):
-    """Resize a flattened grid of position embeddings to another grid.
+                     impl='interpolate'):
+    """Resize a flattened grid of position embeddings to another grid,
+    bicubically.
 
     Args:
         pos_embed (Tensor): Embeddings of shape (1, E + H*W, C) where the
@@ -45,7 +46,9 @@ def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
         src_shape (tuple[int, int]): The grid (H, W) ``pos_embed`` holds.
         dst_shape (tuple[int, int]): The grid to resize to.
         num_extra_tokens (int): Rows before the grid. Defaults to 0.
-        mode (str): Interpolation mode. Defaults to ``'bicubic'``.
+        impl (str): How, one of
+            :data:`~mmtnt.models.utils.resize.RESIZE_IMPLS`. Defaults to
+            ``'interpolate'``.
 
     Returns:
         Tensor: Embeddings of shape (1, E + dst_H*dst_W, C); ``pos_embed``
@@ -68,8 +71,6 @@ def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
             'grid.')
     extra = pos_embed[:, :num_extra_tokens]
     grid = pos_embed[:, num_extra_tokens:].reshape(1, src_h, src_w, -1)
-    grid = F.interpolate(
-        grid.permute(0, 3, 1, 2), size=dst_shape, mode=mode,
-        align_corners=False)
+    grid = resize_bicubic(grid.permute(0, 3, 1, 2), dst_shape, impl)
     grid = grid.flatten(2).transpose(1, 2)
     return torch.cat([extra, grid.to(pos_embed.dtype)], dim=1)
