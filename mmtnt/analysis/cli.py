@@ -29,14 +29,8 @@ def parse_shape(parser, shape, option='--shape'):
 
 
 def get_flops_args(argv=None):
-    """The options of ``get_flops.py``.
-
-    Args:
-        argv (list[str], optional): Instead of ``sys.argv[1:]``.
-
-    Returns:
-        argparse.Namespace: ``shape`` as (H, W) or None.
-    """
+    """The options of ``get_flops.py`` in ``argv`` (else ``sys.argv``),
+    ``shape`` as (H, W) or None."""
     parser = argparse.ArgumentParser(
         description='Print the params and FLOPs (MACs, attention included) '
         'of the model of a config.')
@@ -109,15 +103,9 @@ def get_flops(argv=None):
 
 
 def analyze_logs_args(argv=None):
-    """Parse ``plot_curve LOG... --keys ... --out PNG`` or
-    ``cal_train_time LOG...``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The arguments; ``task`` names the subcommand.
-    """
+    """The options of ``analyze_logs.py`` in ``argv`` (else
+    ``sys.argv``): ``plot_curve LOG... --keys ... --out PNG`` or
+    ``cal_train_time LOG...``, ``task`` naming the subcommand."""
     parser = argparse.ArgumentParser(
         description='Plot curves or time iterations of mmengine logs.')
     sub = parser.add_subparsers(dest='task', required=True)

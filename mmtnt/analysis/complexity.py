@@ -66,16 +66,8 @@ def format_skipped(skipped):
 
 
 def report(path, cfg, result):
-    """The printed report of one config.
-
-    Args:
-        path (str): The config file.
-        cfg (Config): The config.
-        result (dict): What :func:`mmtnt.analysis.flops.analyze` returned.
-
-    Returns:
-        str: The report.
-    """
+    """The printed report of the config file ``path`` (loaded as ``cfg``)
+    from what :func:`mmtnt.analysis.flops.analyze` returned (``result``)."""
     H, W = result['shape']
     padded = result['padded']
     input_line = f'1x3x{H}x{W} ({result["shape_source"]})'
@@ -140,14 +132,8 @@ def table_rows():
 
 def write_doc(path, table):
     """Replace the text between :data:`TABLE_BEGIN` and :data:`TABLE_END`
-    of ``path`` with ``table``.
-
-    Args:
-        path (str): The Markdown file.
-        table (str): What goes between the two lines.
-
-    Raises:
-        SystemExit: If the file has no such block.
+    of the Markdown file ``path`` with ``table`` (``SystemExit`` if it has
+    no such block).
 
     Examples:
         >>> write_doc('docs/model_complexity.md',

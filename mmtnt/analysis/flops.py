@@ -68,14 +68,8 @@ def sdpa_flop_jit(inputs, outputs):
 
 
 def flop_analyzer(model, inputs):
-    """mmengine's FlopAnalyzer with the attention handle, quiet.
-
-    Args:
-        model (nn.Module): The module to trace.
-        inputs (tuple[Tensor]): Its inputs.
-
-    Returns:
-        FlopAnalyzer: Not run yet (it traces on the first query).
+    """mmengine's FlopAnalyzer of ``model`` on ``inputs`` with the
+    attention handle, quiet; it traces on the first query.
 
     Examples:
         >>> analyzer = flop_analyzer(nn.Linear(8, 4), (torch.rand(2, 8), ))
@@ -90,14 +84,8 @@ def flop_analyzer(model, inputs):
 
 
 def forward_macs(model, images):
-    """Multiply-adds of one forward pass (attention products included).
-
-    Args:
-        model (nn.Module): Taking ``images``; it is put in eval mode.
-        images (Tensor): Its input.
-
-    Returns:
-        int: The MACs.
+    """Multiply-adds of one forward pass of ``model`` (put in eval mode)
+    on ``images``, attention products included.
 
     Examples:
         >>> forward_macs(nn.Linear(8, 4), torch.rand(1, 8))
@@ -109,12 +97,8 @@ def forward_macs(model, images):
 
 
 class TensorForward(nn.Module):
-    """Call an OpenMMLab model in ``'tensor'`` mode with fixed data
-    samples, so that it takes one tensor as a traced module must.
-
-    Args:
-        model (BaseModel): The model.
-        data_samples (list, optional): Passed with every call.
+    """An OpenMMLab model called in ``'tensor'`` mode with fixed
+    ``data_samples``, so that it takes one tensor as a traced module must.
     """
 
     def __init__(self, model, data_samples=None):
@@ -127,7 +111,7 @@ class TensorForward(nn.Module):
 
 
 def load_config(name, cfg_options=None, scopes=tuple(TASK_NAMES)):
-    """Read a config and check that its task is one of ``scopes``.
+    """Read a config whose ``default_scope`` is one of ``scopes``.
 
     Args:
         name (str): A config file, or ``package::path`` of an installed
@@ -135,9 +119,6 @@ def load_config(name, cfg_options=None, scopes=tuple(TASK_NAMES)):
         cfg_options (dict, optional): Settings merged into it.
         scopes (Sequence[str]): The ``default_scope`` values accepted.
             Defaults to those of :data:`TASK_NAMES`.
-
-    Returns:
-        Config: The config.
 
     Raises:
         SystemExit: A missing config, or another ``default_scope``.
@@ -309,18 +290,10 @@ def data_samples(scope, shape, padded):
 
 
 def model_parts(model, analyzer, params):
-    """Params and MACs of each top-level part of the model.
-
-    Args:
-        model (nn.Module): The model (not the wrapper).
-        analyzer (FlopAnalyzer): The analysis of ``TensorForward(model)``.
-        params (dict): ``parameter_count(model)``.
-
-    Returns:
-        list[tuple[str, int, int]]: (name, params, MACs) of each child
-        module with parameters or MACs, then :data:`REST` with what the
-        trace puts on the model itself, if anything.
-    """
+    """(name, params, MACs) of each child of ``model`` with parameters or
+    MACs, then :data:`REST` with what the trace puts on the model itself,
+    if anything; from the ``analyzer`` of ``TensorForward(model)`` and
+    ``params``, ``parameter_count(model)``."""
     by_module = analyzer.by_module()
     parts = []
     for name, _ in model.named_children():

@@ -19,17 +19,12 @@ SPLITS = ('train', 'val')
 
 
 def find_scalars(log):
-    """The ``scalars.json`` that ``log`` names.
+    """The ``scalars.json`` that ``log`` names: the file itself, or the
+    latest run's in a work directory (timestamped folders sort by time);
+    ``FileNotFoundError`` where there is none.
 
     Args:
         log (str): A ``scalars.json`` file or a work directory.
-
-    Returns:
-        str: The path of the file; in a work directory, that of the latest
-        run (timestamped folders sort by time).
-
-    Raises:
-        FileNotFoundError: When there is none.
     """
     if osp.isfile(log):
         return log
@@ -43,15 +38,8 @@ def find_scalars(log):
 
 
 def load_scalars(path):
-    """Split a scalar log into training and validation records.
-
-    Args:
-        path (str): A ``scalars.json`` file.
-
-    Returns:
-        tuple[list[dict], list[dict]]: The training lines (with ``iter``)
-        and the validation lines (without).
-    """
+    """The training records (with ``iter``) and the validation records
+    (without) of the scalar log ``path``."""
     train, val = [], []
     with open(path) as f:
         for line in f:
@@ -87,8 +75,7 @@ def panels(runs, keys):
 
     Returns:
         list[tuple[str, str, int]]: The title, key and split (0 training,
-        1 validation) of each panel, e.g. ``('time (train)', 'time', 0)``
-        and ``('time (val)', 'time', 1)``, or ``('loss', 'loss', 0)``.
+        1 validation) of each panel, e.g. ``('time (val)', 'time', 1)``.
 
     Raises:
         SystemExit: When no run logs a key.
@@ -130,7 +117,7 @@ def draw_curves(runs, legend, keys, title=None):
         title (str, optional): The figure title.
 
     Returns:
-        matplotlib.figure.Figure: The figure, drawn with the Agg backend.
+        matplotlib.figure.Figure: Drawn with the Agg backend.
 
     Examples:
         >>> fig = draw_curves([load_scalars('scalars.json')], ['run'],
@@ -165,13 +152,8 @@ def draw_curves(runs, legend, keys, title=None):
 
 
 def plot_curve(args):
-    """Draw the curves of ``args.keys`` (:func:`draw_curves`) and save the
-    figure.
-
-    Args:
-        args (argparse.Namespace): ``logs``, ``keys``, ``legend``,
-            ``title`` and ``out`` of the ``plot_curve`` command.
-    """
+    """``plot_curve``: draw the curves of ``args.keys`` of ``args.logs``
+    (:func:`draw_curves`) and save them to ``args.out``."""
     runs = [load_scalars(find_scalars(log)) for log in args.logs]
     legend = args.legend or [osp.basename(osp.normpath(log))
                              for log in args.logs]
@@ -184,13 +166,9 @@ def plot_curve(args):
 
 
 def cal_train_time(args):
-    """Print the mean, slowest and fastest logged iteration time of each
-    run; the first logged interval (warm-up) is left out.
-
-    Args:
-        args (argparse.Namespace): ``logs`` and ``include_first`` of the
-            ``cal_train_time`` command.
-    """
+    """``cal_train_time``: print the mean, slowest and fastest logged
+    iteration time of each of ``args.logs``, without the first logged
+    interval (warm-up) unless ``args.include_first``."""
     for log in args.logs:
         path = find_scalars(log)
         train, _ = load_scalars(path)
