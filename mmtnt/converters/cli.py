@@ -18,10 +18,7 @@ def run_converter(convert,
 
     Args:
         convert (Callable[[dict], dict]): A converter such as
-            :func:`mmtnt.converters.convert_tnt`; its output's ``meta``
-            holds at least ``model`` and ``source_format``, and for a whole
-            detector or segmentor ``source``, ``head_layout``, ``config``
-            and ``cfg_options`` (see :func:`mmtnt.converters.convert_twins`).
+            :func:`mmtnt.converters.convert_tnt`.
         description (str): What the command converts, for ``--help``.
         backbone_kwargs (Callable[[dict], str]): Formats the backbone
             arguments to suggest (e.g. ``", arch='s'"``) from ``meta``.
@@ -35,8 +32,7 @@ def run_converter(convert,
 
     Raises:
         SystemExit: With one line that names ``SRC`` when it is missing,
-            truncated or no torch checkpoint
-            (:func:`mmtnt.utils.check_checkpoint_file`).
+            truncated or no torch checkpoint.
 
     Examples:
         >>> from mmtnt.converters import convert_twins
@@ -89,13 +85,12 @@ def describe_whole_model(src, dst, meta, backbone_kwargs):
         src (str): The source checkpoint.
         dst (str): The converted checkpoint.
         meta (dict): The converted checkpoint's ``meta``.
-        backbone_kwargs (Callable[[dict], str]): Formats the backbone
-            arguments from ``meta``.
+        backbone_kwargs (Callable[[dict], str]): As for
+            :func:`run_converter`.
 
     Returns:
         str: Lines for the terminal: the source and model, then the config
-        to use (with the ``--cfg-options`` it needs) or, for sizes no
-        config has, the backbone to build.
+        to use or, for sizes no config has, the backbone to build.
     """
     lines = [
         f'Converted {src} ({meta["source"]}; {meta["source_format"]} '

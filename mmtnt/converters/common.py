@@ -99,26 +99,83 @@ def split_classifier(state_dict, backbone_prefixes=('backbone.', ),
     return backbone, head
 
 
-def to_mmengine_checkpoint(backbone, head, meta):
-    """Assemble a checkpoint an mmpretrain ``ImageClassifier`` loads.
-
-    Backbone weights go under ``backbone.``, classifier weights under
-    ``head.fc.`` (mmpretrain's ``LinearClsHead``), so the file works both as
-    ``load_from`` of a classification config and as
-    ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``
-    of a backbone for detection or segmentation.
+def to_mmengine_checkpoint(backbone, meta, others=None):
+    """Assemble a converted checkpoint: backbone weights under
+    ``backbone.``, so that the file serves as ``load_from`` of a config and
+    as ``init_cfg=dict(type='Pretrained', checkpoint=...,
+    prefix='backbone.')`` of a backbone.
 
     Args:
         backbone (dict[str, Tensor]): Backbone weights in mmtnt's layout.
-        head (dict[str, Tensor]): Classifier ``weight``/``bias`` or empty.
         meta (dict): Plain-type metadata (strings, numbers).
+        others (dict[str, Tensor], optional): The other weights, under
+            their full keys: a classifier under ``head.fc.`` (mmpretrain's
+            ``LinearClsHead``, :func:`classifier_keys`), the neck and heads
+            of a detector or segmentor.
 
     Returns:
         dict: ``{'meta': meta, 'state_dict': weights}``.
     """
     state_dict = {f'backbone.{k}': v.contiguous() for k, v in backbone.items()}
-    state_dict.update({f'head.fc.{k}': v for k, v in head.items()})
+    state_dict.update(others or {})
     return dict(meta=meta, state_dict=state_dict)
+
+
+def classifier_keys(head):
+    """A classifier's ``weight`` and ``bias`` under ``head.fc.``."""
+    return {f'head.fc.{k}': v for k, v in head.items()}
+
+
+def detect_format(state_dict, formats, model):
+    """Tell which key layout of ``formats`` backbone weights have.
+
+    Args:
+        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
+            prefix).
+        formats (list[tuple[str, tuple[str]]]): ``(name, patterns)`` in the
+            order tried; a layout is recognised when each of its patterns
+            matches (:func:`re.match`) some key.
+        model (str): The model family, for the error.
+
+    Returns:
+        str: The first layout recognised.
+
+    Raises:
+        ValueError: When none is; the message lists the keys looked for.
+
+    Examples:
+        >>> formats = [('mmtnt', ('^stem', )), ('official', ('^pos$', ))]
+        >>> detect_format({'pos': None}, formats, 'TNT')
+        'official'
+    """
+    for name, patterns in formats:
+        if all(any(re.match(p, k) for k in state_dict) for p in patterns):
+            return name
+    expected = '; '.join(f'{name}: {" and ".join(patterns)}'
+                         for name, patterns in formats)
+    raise ValueError(f'Not a {model} checkpoint: no key layout fits the keys '
+                     f'(looked for {expected}).')
+
+
+def match_arch(arch_zoo, names, sizes):
+    """The arch of ``arch_zoo`` that has ``sizes``.
+
+    Args:
+        arch_zoo (dict): A backbone's ``arch_zoo``.
+        names (tuple[str]): The archs to compare, e.g. ``('s', 'b')``.
+        sizes (dict): Sizes read from weights, as lists or numbers.
+
+    Returns:
+        str | dict: The first name in ``names`` whose arch has ``sizes``,
+        else ``sizes``.
+    """
+    for name in names:
+        arch = arch_zoo[name]
+        if all(
+                list(arch[k]) == v if isinstance(v, list) else arch[k] == v
+                for k, v in sizes.items()):
+            return name
+    return sizes
 
 
 def rename_keys(state_dict, rules):

@@ -4,24 +4,13 @@ A checkpoint of an OpenMMLab detector or segmentor holds the backbone under
 ``backbone.`` and the rest under ``neck.``, ``decode_head.``,
 ``auxiliary_head.``, ``rpn_head.``, ``roi_head.`` or ``bbox_head.``. A
 family's converter maps the backbone; this module tells which model the
-rest belongs to, checks that every key has a place in it, and assembles the
-converted checkpoint.
-
-The heads that mmtnt's dense configs use keep their key names across
-OpenMMLab versions, so they are copied as they are:
-
-- mmseg 0.x and 1.x (``UPerHead``, ``FCNHead``, ``FPNHead``, mmcv's
-  ``ConvModule`` as ``conv``/``bn``, and ``conv_seg``): mmseg 1.x's model
-  zoo serves the checkpoints trained with 0.x;
-- mmdet 2.x and 3.x (``FPN``, ``RetinaHead``, ``RPNHead`` with
-  ``rpn_conv``/``rpn_cls``/``rpn_reg``, ``Shared2FCBBoxHead``,
-  ``FCNMaskHead``): the class-order and background-channel changes that
-  mmdet's ``upgrade_model_version.py`` handles were between 1.x and 2.0.
-
-A key outside the layouts below is an error that names it: such a model has
-no mmtnt config to load into (convert its backbone alone instead).
+rest belongs to and checks that every key has a place in it. The heads of
+mmtnt's dense configs keep their key names across mmseg 0.x/1.x and mmdet
+2.x/3.x, so they are copied as they are; a key outside
+:data:`HEAD_LAYOUTS` is an error that names it.
 """
 import re
+from collections import namedtuple
 
 # Top-level modules of OpenMMLab detectors and segmentors besides the
 # backbone.
@@ -39,54 +28,42 @@ _PARAM = r'(weight|bias)$'
 # mmcv/mmdet/mmseg's FPN neck.
 _FPN_NECK = r'^neck\.(lateral_convs|fpn_convs)\.\d+\.' + _CONV_MODULE
 
-#: The models whose checkpoints convert whole: their task, the keys that
-#: identify them and the patterns every key of their heads matches.
+#: A model whose checkpoints convert whole: its task, its name, the key
+#: prefixes that identify it and the patterns every key of its neck and
+#: heads matches.
+HeadLayout = namedtuple('HeadLayout', 'task name markers patterns')
+
 HEAD_LAYOUTS = {
     'upernet':
-    dict(
-        task='segmentation',
-        name='UperNet (mmseg UPerHead + FCNHead)',
-        markers=('decode_head.psp_modules.', 'decode_head.fpn_bottleneck.'),
-        patterns=(
-            r'^decode_head\.psp_modules\.\d+\.1\.' + _CONV_MODULE,
-            r'^decode_head\.(bottleneck|fpn_bottleneck)\.' + _CONV_MODULE,
-            r'^decode_head\.(lateral_convs|fpn_convs)\.\d+\.' + _CONV_MODULE,
-            r'^auxiliary_head\.convs\.\d+\.' + _CONV_MODULE,
-            r'^(decode_head|auxiliary_head)\.conv_seg\.' + _PARAM,
-        )),
+    HeadLayout(
+        'segmentation', 'UperNet (mmseg UPerHead + FCNHead)',
+        ('decode_head.psp_modules.', 'decode_head.fpn_bottleneck.'),
+        (r'^decode_head\.psp_modules\.\d+\.1\.' + _CONV_MODULE,
+         r'^decode_head\.(bottleneck|fpn_bottleneck)\.' + _CONV_MODULE,
+         r'^decode_head\.(lateral_convs|fpn_convs)\.\d+\.' + _CONV_MODULE,
+         r'^auxiliary_head\.convs\.\d+\.' + _CONV_MODULE,
+         r'^(decode_head|auxiliary_head)\.conv_seg\.' + _PARAM)),
     'semantic-fpn':
-    dict(
-        task='segmentation',
-        name='Semantic FPN (FPN + mmseg FPNHead)',
-        markers=('decode_head.scale_heads.', ),
-        patterns=(
-            _FPN_NECK,
-            r'^decode_head\.scale_heads\.\d+\.\d+\.' + _CONV_MODULE,
-            r'^decode_head\.conv_seg\.' + _PARAM,
-        )),
+    HeadLayout('segmentation', 'Semantic FPN (FPN + mmseg FPNHead)',
+               ('decode_head.scale_heads.', ),
+               (_FPN_NECK,
+                r'^decode_head\.scale_heads\.\d+\.\d+\.' + _CONV_MODULE,
+                r'^decode_head\.conv_seg\.' + _PARAM)),
     'retinanet':
-    dict(
-        task='detection',
-        name='RetinaNet (FPN + mmdet RetinaHead)',
-        markers=('bbox_head.retina_cls.', ),
-        patterns=(
-            _FPN_NECK,
-            r'^bbox_head\.(cls_convs|reg_convs)\.\d+\.' + _CONV_MODULE,
-            r'^bbox_head\.retina_(cls|reg)\.' + _PARAM,
-        )),
+    HeadLayout('detection', 'RetinaNet (FPN + mmdet RetinaHead)',
+               ('bbox_head.retina_cls.', ),
+               (_FPN_NECK,
+                r'^bbox_head\.(cls_convs|reg_convs)\.\d+\.' + _CONV_MODULE,
+                r'^bbox_head\.retina_(cls|reg)\.' + _PARAM)),
     'mask-rcnn':
-    dict(
-        task='instance segmentation',
-        name='Mask R-CNN (FPN + mmdet RPNHead + StandardRoIHead)',
-        markers=('rpn_head.', 'roi_head.mask_head.'),
-        patterns=(
-            _FPN_NECK,
-            r'^rpn_head\.rpn_(conv|cls|reg)\.' + _PARAM,
-            r'^roi_head\.bbox_head\.(shared_fcs\.\d+|fc_cls|fc_reg)\.' +
-            _PARAM,
-            r'^roi_head\.mask_head\.(convs\.\d+\.conv|upsample|conv_logits)'
-            r'\.' + _PARAM,
-        )),
+    HeadLayout(
+        'instance segmentation',
+        'Mask R-CNN (FPN + mmdet RPNHead + StandardRoIHead)',
+        ('rpn_head.', 'roi_head.mask_head.'),
+        (_FPN_NECK, r'^rpn_head\.rpn_(conv|cls|reg)\.' + _PARAM,
+         r'^roi_head\.bbox_head\.(shared_fcs\.\d+|fc_cls|fc_reg)\.' + _PARAM,
+         r'^roi_head\.mask_head\.(convs\.\d+\.conv|upsample|conv_logits)'
+         r'\.' + _PARAM)),
 }
 
 
@@ -166,20 +143,20 @@ def detect_head_layout(heads):
     """
     found = [
         name for name, layout in HEAD_LAYOUTS.items()
-        if all(any(k.startswith(m) for k in heads) for m in layout['markers'])
+        if all(any(k.startswith(m) for k in heads) for m in layout.markers)
     ]
     if len(found) != 1:
-        known = ', '.join(v['name'] for v in HEAD_LAYOUTS.values())
+        known = ', '.join(v.name for v in HEAD_LAYOUTS.values())
         raise ValueError(
             'Not a detector or segmentor whose heads mmtnt has configs for '
             f'({known}); could not place: {_group(heads)}. Convert the '
             'backbone alone with --backbone-only (backbone_only=True).')
     name = found[0]
-    patterns = [re.compile(p) for p in HEAD_LAYOUTS[name]['patterns']]
+    patterns = [re.compile(p) for p in HEAD_LAYOUTS[name].patterns]
     unplaced = [k for k in heads if not any(p.match(k) for p in patterns)]
     if unplaced:
         raise ValueError(
-            f'The heads look like {HEAD_LAYOUTS[name]["name"]}, but these '
+            f'The heads look like {HEAD_LAYOUTS[name].name}, but these '
             f'keys have no place in it: {_group(unplaced)}. Convert the '
             'backbone alone with --backbone-only (backbone_only=True).')
     return name
@@ -231,20 +208,3 @@ def dataset_meta(checkpoint):
                 list(v) if isinstance(v, (list, tuple)) else v for v in value
             ]
     return out
-
-
-def to_dense_checkpoint(backbone, heads, meta):
-    """Assemble a detector's or segmentor's checkpoint.
-
-    Args:
-        backbone (dict[str, Tensor]): Backbone weights in mmtnt's layout.
-        heads (dict[str, Tensor]): Neck and head weights (full keys).
-        meta (dict): Plain-type metadata.
-
-    Returns:
-        dict: ``{'meta': meta, 'state_dict': weights}``, the backbone under
-        ``backbone.``.
-    """
-    state_dict = {f'backbone.{k}': v.contiguous() for k, v in backbone.items()}
-    state_dict.update(heads)
-    return dict(meta=meta, state_dict=state_dict)

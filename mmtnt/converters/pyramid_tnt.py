@@ -19,7 +19,8 @@ outer_*}``. The conversion
 """
 import re
 
-from .common import (count_numbered, extract_state_dict, fuse_projections,
+from .common import (classifier_keys, count_numbered, detect_format,
+                     extract_state_dict, fuse_projections, match_arch,
                      rename_keys, split_classifier, to_mmengine_checkpoint)
 
 # Official stem Sequential indices -> mmtnt stem modules.
@@ -52,25 +53,17 @@ _OFFICIAL_TO_MMTNT = [
 ]
 
 
+_FORMATS = [
+    ('official', (r'^outer_pos$', r'^word_merges\.')),
+    ('mmtnt', (r'^sentence_pos$', r'^stem\.')),
+]
+
+
 def detect_pyramid_tnt_format(state_dict):
-    """Tell which key layout a PyramidTNT state dict has.
-
-    Args:
-        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
-            prefix).
-
-    Returns:
-        str: ``'official'`` or ``'mmtnt'``.
-    """
-    if 'outer_pos' in state_dict and any(
-            k.startswith('word_merges.') for k in state_dict):
-        return 'official'
-    if 'sentence_pos' in state_dict and any(
-            k.startswith('stem.') for k in state_dict):
-        return 'mmtnt'
-    raise ValueError(
-        'Not a PyramidTNT checkpoint: it has neither "outer_pos" and '
-        '"word_merges.*" (official) nor "sentence_pos" and "stem.*" (mmtnt).')
+    """Tell which key layout PyramidTNT backbone weights have:
+    ``'official'`` or ``'mmtnt'``
+    (:func:`mmtnt.converters.common.detect_format`)."""
+    return detect_format(state_dict, _FORMATS, 'PyramidTNT')
 
 
 def _convert_stem(state_dict):
@@ -147,12 +140,7 @@ def describe_pyramid_tnt(state_dict):
         outer_dims=outer_dims,
         inner_dims=inner_dims,
         num_heads_outer=heads)
-    arch = sizes
-    for name in ('ti', 's', 'm', 'b'):
-        zoo = PyramidTNT.arch_zoo[name]
-        if all(list(zoo[k]) == v for k, v in sizes.items()):
-            arch = name
-            break
+    arch = match_arch(PyramidTNT.arch_zoo, ('ti', 's', 'm', 'b'), sizes)
     num_sentences = state_dict['sentence_pos'].shape[1]
     side = int(round(num_sentences**0.5))
     img_size = side * 8 if side * side == num_sentences else None
@@ -194,4 +182,4 @@ def convert_pyramid_tnt(checkpoint):
         source_format=source_format,
         arch=arch,
         img_size=img_size)
-    return to_mmengine_checkpoint(backbone, head, meta)
+    return to_mmengine_checkpoint(backbone, meta, classifier_keys(head))

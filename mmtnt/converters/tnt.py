@@ -14,7 +14,8 @@ Independently of the key names, the weights are of TNT's ``official`` or
 ``legacy`` pixel-embedding layout (see :class:`mmtnt.models.TNT`), which
 :func:`detect_tnt_layout` reads from the shapes.
 """
-from .common import (count_numbered, extract_state_dict, fuse_projections,
+from .common import (classifier_keys, count_numbered, detect_format,
+                     extract_state_dict, fuse_projections, match_arch,
                      rename_keys, split_classifier, to_mmengine_checkpoint)
 
 # Official names -> timm names, the first step for official checkpoints.
@@ -78,30 +79,20 @@ _MMPRETRAIN_TO_MMTNT = _EMBEDDINGS_TO_MMTNT + [
 ]
 
 
+# The key layouts, told apart by their position embeddings and blocks.
+_FORMATS = [
+    ('official', (r'^outer_pos$', )),
+    ('timm', (r'^patch_pos$', r'^blocks\.')),
+    ('mmpretrain', (r'^patch_pos$', r'^layers\.')),
+    ('mmtnt', (r'^sentence_pos$', )),
+]
+
+
 def detect_tnt_format(state_dict):
-    """Tell which key layout a TNT state dict has.
-
-    Args:
-        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
-            prefix).
-
-    Returns:
-        str: ``'official'``, ``'timm'``, ``'mmpretrain'`` or ``'mmtnt'``.
-    """
-    if 'outer_pos' in state_dict:
-        return 'official'
-    if 'patch_pos' in state_dict and any(
-            k.startswith('blocks.') for k in state_dict):
-        return 'timm'
-    if 'patch_pos' in state_dict and any(
-            k.startswith('layers.') for k in state_dict):
-        return 'mmpretrain'
-    if 'sentence_pos' in state_dict:
-        return 'mmtnt'
-    raise ValueError(
-        'Not a TNT checkpoint: none of the position embeddings '
-        '"outer_pos" (official), "patch_pos" (timm, mmpretrain) or '
-        '"sentence_pos" (mmtnt) is in it.')
+    """Tell which key layout TNT backbone weights have: ``'official'``,
+    ``'timm'``, ``'mmpretrain'`` or ``'mmtnt'``
+    (:func:`mmtnt.converters.common.detect_format`)."""
+    return detect_format(state_dict, _FORMATS, 'TNT')
 
 
 def _word_pos_as_tokens(state_dict):
@@ -167,10 +158,7 @@ def describe_tnt_arch(state_dict):
         embed_dims_outer=state_dict['cls_token'].shape[-1],
         embed_dims_inner=state_dict['word_pos'].shape[-1],
         num_layers=count_numbered(state_dict, 'blocks.'))
-    for name in ('s', 'b'):
-        if all(TNT.arch_zoo[name][k] == v for k, v in sizes.items()):
-            return name
-    return sizes
+    return match_arch(TNT.arch_zoo, ('s', 'b'), sizes)
 
 
 def convert_tnt(checkpoint):
@@ -204,4 +192,4 @@ def convert_tnt(checkpoint):
         source_format=source_format,
         arch=describe_tnt_arch(backbone),
         layout=detect_tnt_layout(backbone))
-    return to_mmengine_checkpoint(backbone, head, meta)
+    return to_mmengine_checkpoint(backbone, meta, classifier_keys(head))

@@ -2,52 +2,34 @@
 
 Four key layouts of Twins weights exist:
 
-- ``official``: Meituan-AutoML/Twins and timm's ``twins_*`` models (timm
-  kept the official names): ``patch_embeds.i.{proj,norm}``,
-  ``blocks.i.j.attn.{q,kv,sr,norm,proj}`` (GSA) or ``attn.{qkv,proj}``
-  (LSA), ``blocks.i.j.mlp.fc1/fc2``, ``pos_block.i.proj.0``, ``norm``,
-  ``head``;
-- ``mmpretrain``: the output of mmpretrain's ``twins2mmpretrain.py`` and
-  mmpretrain's ``PCPVT``/``SVT``: ``patch_embeds.i.projection``,
-  ``stages.i.j.ffn.layers.0.0/1``, ``position_encodings.i.proj``,
-  ``norm_after_stage{i}``, under ``backbone.``, and ``head.fc``;
-- ``mmseg``: the output of mmseg's ``twins2mmseg.py`` and mmseg's
-  ``PCPVT``/``SVT``: ``layers.i.j``, GSA as ``nn.MultiheadAttention``
-  (``attn.attn.in_proj_*`` holding q and kv, ``attn.attn.out_proj``),
-  ``position_encodings.i.proj``, per-stage ``norm_list.i``; the official
-  final ``norm`` may still be there (mmseg ignores it);
+- ``official``: Meituan-AutoML/Twins and timm's ``twins_*`` models:
+  ``patch_embeds.i``, ``blocks.i.j.attn.{q,kv,sr,norm,proj}`` (GSA) or
+  ``attn.{qkv,proj}`` (LSA), ``pos_block.i.proj.0``, ``norm``, ``head``;
+- ``mmpretrain`` (mmpretrain's ``PCPVT``/``SVT``, ``twins2mmpretrain.py``):
+  ``stages.i.j.ffn``, ``position_encodings.i``, ``norm_after_stage{i}``;
+- ``mmseg`` (mmseg's ``PCPVT``/``SVT``, ``twins2mmseg.py``): ``layers.i.j``,
+  GSA as ``nn.MultiheadAttention`` (``attn.attn.in_proj_*``), per-stage
+  ``norm_list.i``;
 - ``mmtnt``: ``stages.i.{patch_embed,blocks.j,pos_conv,norm}``.
 
 Conversion goes foreign layout -> official names (plus ``stage_norms.i``
 for norms after stages other than the last) -> mmtnt.
 
-Whole detectors and segmentors (keys under ``backbone.`` and ``neck.``,
-``decode_head.``, ``auxiliary_head.``, ``rpn_head.``, ``roi_head.`` or
-``bbox_head.``) convert whole unless ``backbone_only`` is set: the backbone
-as above, the neck and heads as they are (their keys are the same in mmseg
-0.x/1.x and mmdet 2.x/3.x, see :mod:`mmtnt.converters.dense`). Three
-sources exist:
-
-- mmseg's Twins segmentors (its model zoo: UperNet 160k and Semantic FPN
-  80k on ADE20K, PCPVT-S/B/L and SVT-S/B/L): the ``mmseg`` layout, trained
-  with LayerNorm eps 1e-5 everywhere; they load into
-  ``configs/twins/{upernet,fpn}_twins-*_mmseg_*.py``;
-- the official segmentation code (Meituan-AutoML/Twins ``segmentation/``,
-  mmseg 0.x) and detection code (``detection/``, mmdet 2.x, RetinaNet and
-  Mask R-CNN): the ``official`` layout inside ``backbone.``, with the
-  ImageNet classifier ``head`` and final ``norm`` that the dense models do
-  not use (dropped) and, for SVT, a norm after every stage
-  (``norm_list.i``); they load into mmtnt's own ADE20K and COCO configs,
-  whose norms are the official ones;
-- mmtnt's own checkpoints (returned as they are).
+Whole detectors and segmentors convert whole unless ``backbone_only`` is
+set: the backbone as above, the neck and heads as they are
+(:mod:`mmtnt.converters.dense`). Their sources are mmseg's Twins model zoo
+(UperNet and Semantic FPN on ADE20K, trained with LayerNorm eps 1e-5; they
+load into ``configs/twins/{upernet,fpn}_twins-*_mmseg_*.py``), the official
+segmentation and detection code (mmseg 0.x, mmdet 2.x; the unused ImageNet
+``head`` and final ``norm`` are dropped) and mmtnt's own checkpoints.
 """
 import re
 
-from .common import (count_numbered, extract_state_dict, fuse_projections,
+from .common import (classifier_keys, count_numbered, detect_format,
+                     extract_state_dict, fuse_projections, match_arch,
                      rename_keys, split_classifier, to_mmengine_checkpoint)
 from .dense import (HEAD_LAYOUTS, count_classes, dataset_meta,
-                    detect_head_layout, is_dense, split_dense,
-                    to_dense_checkpoint)
+                    detect_head_layout, is_dense, split_dense)
 
 # What mmpretrain and mmseg name alike (mmcv's PatchEmbed and FFN, the
 # position encodings) -> official names.
@@ -77,11 +59,12 @@ _OFFICIAL_TO_MMTNT = [
     (r'^stage_norms\.(\d+)\.', r'stages.\1.norm.'),
 ]
 
+# The key layouts, told apart by the names of their transformer blocks.
 _FORMATS = [
-    ('mmtnt', r'^stages\.\d+\.blocks\.\d+\.'),
-    ('mmpretrain', r'^stages\.\d+\.\d+\.'),
-    ('mmseg', r'^layers\.\d+\.\d+\.'),
-    ('official', r'^blocks\.\d+\.\d+\.'),
+    ('mmtnt', (r'^stages\.\d+\.blocks\.\d+\.', )),
+    ('mmpretrain', (r'^stages\.\d+\.\d+\.', )),
+    ('mmseg', (r'^layers\.\d+\.\d+\.', )),
+    ('official', (r'^blocks\.\d+\.\d+\.', )),
 ]
 
 _MMTNT_KEY = re.compile(
@@ -93,23 +76,10 @@ _MMTNT_KEY = re.compile(
 
 
 def detect_twins_format(state_dict):
-    """Tell which key layout a Twins state dict has.
-
-    Args:
-        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
-            prefix).
-
-    Returns:
-        str: ``'official'`` (also timm), ``'mmpretrain'``, ``'mmseg'`` or
-        ``'mmtnt'``.
-    """
-    for name, pattern in _FORMATS:
-        if any(re.match(pattern, key) for key in state_dict):
-            return name
-    raise ValueError(
-        'Not a Twins checkpoint: found no transformer blocks '
-        '("blocks.i.j." official/timm, "stages.i.j." mmpretrain, '
-        '"layers.i.j." mmseg or "stages.i.blocks.j." mmtnt).')
+    """Tell which key layout Twins backbone weights have: ``'official'``
+    (also timm), ``'mmpretrain'``, ``'mmseg'`` or ``'mmtnt'``
+    (:func:`mmtnt.converters.common.detect_format`)."""
+    return detect_format(state_dict, _FORMATS, 'Twins')
 
 
 def _from_mmpretrain(state_dict):
@@ -189,12 +159,7 @@ def describe_twins(state_dict):
         depths=depths,
         mlp_ratios=mlp_ratios,
         sr_ratios=sr_ratios)
-    arch = sizes
-    for name in ('s', 'b', 'l'):
-        zoo = model.arch_zoo[name]
-        if all(zoo[k] == v for k, v in sizes.items()):
-            arch = name
-            break
+    arch = match_arch(model.arch_zoo, ('s', 'b', 'l'), sizes)
     norms = [
         f'stages.{i}.norm.weight' in state_dict for i in range(num_stages)
     ]
@@ -257,7 +222,7 @@ def _dense_meta(meta, layout, heads):
     """Add what a whole model needs to ``meta``: its source, head layout,
     classes, the mmtnt config that builds it and the ``--cfg-options`` that
     config needs, if any."""
-    task = HEAD_LAYOUTS[layout]['task']
+    task = HEAD_LAYOUTS[layout].task
     library = 'mmseg 0.x' if task == 'segmentation' else 'mmdet 2.x'
     meta.update(
         source=_DENSE_SOURCES[meta['source_format']].format(
@@ -336,15 +301,15 @@ def convert_twins(checkpoint, backbone_only=False):
         backbone = _CONVERTERS[source_format](_dense_backbone(backbone))
         meta = dict(source_format=source_format, **describe_twins(backbone))
         if backbone_only:
-            return to_mmengine_checkpoint(backbone, {}, meta)
+            return to_mmengine_checkpoint(backbone, meta)
         layout = detect_head_layout(heads)
         meta = _dense_meta(meta, layout, heads)
         classes = dataset_meta(checkpoint)
         if classes:
             meta['dataset_meta'] = classes
-        return to_dense_checkpoint(backbone, heads, meta)
+        return to_mmengine_checkpoint(backbone, meta, heads)
     backbone, head = split_classifier(state_dict)
     source_format = detect_twins_format(backbone)
     backbone = _CONVERTERS[source_format](backbone)
     meta = dict(source_format=source_format, **describe_twins(backbone))
-    return to_mmengine_checkpoint(backbone, head, meta)
+    return to_mmengine_checkpoint(backbone, meta, classifier_keys(head))

@@ -1,29 +1,14 @@
 """Convert a Twins checkpoint (official, timm, mmpretrain or mmseg) to mmtnt.
 
-The layout is told apart by the keys; PCPVT and SVT by the weights.
+Classifiers convert to a backbone and a classifier; detectors and
+segmentors convert whole (``--backbone-only`` keeps the backbone), and the
+command prints the mmtnt config that loads the result. The layouts and
+sources are listed in :mod:`mmtnt.converters.twins`.
 
-Classifiers and ImageNet weights convert to a backbone (``backbone.``) and
-a classifier (``head.fc.``). Detectors and segmentors convert whole: the
-backbone to mmtnt's keys, the neck and heads as they are; the command
-prints the mmtnt config that loads the result. Sources:
-
-- mmseg's Twins segmentors (its ADE20K model zoo, UperNet and Semantic FPN,
-  all six variants): load into
-  ``configs/twins/{upernet,fpn}_twins-*_mmseg_*.py`` (mmseg's LayerNorm
-  eps 1e-5 and recipe);
-- segmentors and detectors trained with the official Twins code
-  (Meituan-AutoML/Twins ``segmentation/``, mmseg 0.x; ``detection/``, mmdet
-  2.x, RetinaNet and Mask R-CNN): load into mmtnt's own UperNet, Semantic
-  FPN, RetinaNet and Mask R-CNN configs.
-
-``--backbone-only`` keeps only the backbone of a detector or segmentor.
-
-LayerNorm eps is not in the weights. mmtnt's defaults are the official ones
-(1e-6 in blocks and after stages, 1e-5 in patch embeddings and after GSA's
-reduction), right for the official, timm and mmpretrain releases, for
-twins2mmseg.py's output and for the official dense code. mmseg's
-segmentors ran with eps 1e-5 everywhere: their configs (above) set it; for
-a backbone alone set ``norm_cfg=dict(type='LN', eps=1e-5)``.
+LayerNorm eps is not in the weights: mmtnt's defaults are the official ones
+(1e-6 in blocks, 1e-5 in patch embeddings), right for every source but
+mmseg's segmentors, which ran with 1e-5 everywhere (their configs set it;
+for a backbone alone set ``norm_cfg=dict(type='LN', eps=1e-5)``).
 
 Examples:
     python tools/model_converters/twins2mmtnt.py alt_gvt_small.pth \
