@@ -1,11 +1,16 @@
 """The installed stack is the one mmtnt is built for, with mmcv's ops, and
 the demo data the set-up installs."""
+import glob
 import importlib
 import importlib.util
 import os.path as osp
+from importlib import metadata
 
 import pytest
 import torch
+from packaging.version import Version
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 @pytest.mark.parametrize('module', [
@@ -28,28 +33,33 @@ def test_mmcv_compiled_ops_run_on_cpu():
     assert pooled.shape == (1, 1, 2, 2)
 
 
-def test_pinned_versions():
-    import mmcv
-    import mmdet
-    import mmengine
-    import mmpretrain
-    import mmseg
-    versions = {
-        'torch': torch.__version__.split('+')[0],
-        'mmengine': mmengine.__version__,
-        'mmcv': mmcv.__version__,
-        'mmpretrain': mmpretrain.__version__,
-        'mmdet': mmdet.__version__,
-        'mmseg': mmseg.__version__,
+def requirement_pins():
+    """``name==version`` of every pin in ``requirements/*.txt``.
+
+    Returns:
+        dict[str, str]: Version by distribution name.
+    """
+    pins = {}
+    for path in sorted(glob.glob(osp.join(ROOT, 'requirements', '*.txt'))):
+        with open(path) as f:
+            for line in f:
+                name, sep, version = line.split('#')[0].strip().partition(
+                    '==')
+                if sep:
+                    pins[name] = version
+    return pins
+
+
+def test_installed_versions_are_the_pinned_ones():
+    """Every package requirements/ pins is installed at its pin (the
+    local label, such as torch's ``+cpu``, aside)."""
+    pins = requirement_pins()
+    assert {'torch', 'mmcv', 'mmengine', 'mmdet'} <= pins.keys()
+    installed = {
+        name: Version(metadata.version(name)).public
+        for name in pins
     }
-    assert versions == {
-        'torch': '2.13.0',
-        'mmengine': '0.10.7',
-        'mmcv': '2.1.0',
-        'mmpretrain': '1.2.0',
-        'mmdet': '3.3.0',
-        'mmseg': '1.2.2',
-    }
+    assert installed == pins
 
 
 def load_tests_conftest():
