@@ -2,14 +2,13 @@
 mmpretrain's constructor (classifiers) and in
 ``mmtnt.LayerDecayOptimWrapperConstructor`` (detectors and segmentors).
 
-The expected depths are written out here from the tiny archs' block
-counts, not read from ``get_layer_depth``: embeddings 0, the blocks in
-order, what a stage holds outside its blocks with the block before it,
-Twins' position encoding with the block it follows, final norms, necks and
-heads last.
+The expected depths and learning-rate scales are written out by hand for
+the tiny archs (:data:`LAYERS`), as mmpretrain's ViT and Swin count them:
+the embeddings at 0, the blocks in order, what a stage holds outside its
+blocks with the block before it, Twins' position encoding with the block it
+follows, final norms, necks and heads at the last depth; a parameter at
+depth ``d`` of ``n`` gets ``DECAY ** (n - d - 1)`` of the learning rate.
 """
-import re
-
 import pytest
 import torch
 from mmengine.optim import build_optim_wrapper
@@ -34,47 +33,93 @@ BACKBONE_CFGS = {
     'PCPVT': dict(type='mmtnt.PCPVT', arch=TWINS_TINY),
     'SVT': dict(type='mmtnt.SVT', arch=SVT_TINY),
 }
-# Blocks per stage of each tiny arch (TNT: one stage).
-STAGE_DEPTHS = {
-    'TNT': [TNT_TINY['num_layers']],
-    'PyramidTNT': PYRAMID_TNT_TINY['depths'],
-    'PCPVT': TWINS_TINY['depths'],
-    'SVT': SVT_TINY['depths'],
-}
-EMBEDDINGS = {
-    'TNT': r'(word_embed|word_pos|sentence_proj|cls_token|sentence_pos)\.?',
-    'PyramidTNT': r'(stem|word_pos|sentence_pos)\.?',
-    'PCPVT': r'stages\.0\.patch_embed\.',
-    'SVT': r'stages\.0\.patch_embed\.',
+#: Family -> {parameter name prefix: (layer id, learning-rate scale)}, a
+#: parameter taking its longest prefix; ``'*'``: what is not in the
+#: backbone (necks and heads).
+LAYERS = {
+    # 2 blocks: 4 depths
+    'TNT': {
+        'backbone.word_embed': (0, 1 / 8),
+        'backbone.word_pos': (0, 1 / 8),
+        'backbone.sentence_proj': (0, 1 / 8),
+        'backbone.cls_token': (0, 1 / 8),
+        'backbone.sentence_pos': (0, 1 / 8),
+        'backbone.blocks.0': (1, 1 / 4),
+        'backbone.blocks.1': (2, 1 / 2),
+        'backbone.norm': (3, 1.),
+        '*': (3, 1.),
+    },
+    # 1 + 1 + 1 + 1 blocks: 6 depths
+    'PyramidTNT': {
+        'backbone.stem': (0, 1 / 32),
+        'backbone.word_pos': (0, 1 / 32),
+        'backbone.sentence_pos': (0, 1 / 32),
+        'backbone.stages.0.relative_pos': (0, 1 / 32),
+        'backbone.stages.0.blocks.0': (1, 1 / 16),
+        'backbone.stages.1.word_merge': (1, 1 / 16),
+        'backbone.stages.1.sentence_merge': (1, 1 / 16),
+        'backbone.stages.1.relative_pos': (1, 1 / 16),
+        'backbone.stages.1.blocks.0': (2, 1 / 8),
+        'backbone.stages.2.word_merge': (2, 1 / 8),
+        'backbone.stages.2.sentence_merge': (2, 1 / 8),
+        'backbone.stages.2.relative_pos': (2, 1 / 8),
+        'backbone.stages.2.blocks.0': (3, 1 / 4),
+        'backbone.stages.3.word_merge': (3, 1 / 4),
+        'backbone.stages.3.sentence_merge': (3, 1 / 4),
+        'backbone.stages.3.relative_pos': (3, 1 / 4),
+        'backbone.stages.3.blocks.0': (4, 1 / 2),
+        'backbone.norm': (5, 1.),
+        '*': (5, 1.),
+    },
+    # 1 + 1 + 1 + 1 blocks: 6 depths; no norm after stages 0-2
+    'PCPVT': {
+        'backbone.stages.0.patch_embed': (0, 1 / 32),
+        'backbone.stages.0.blocks.0': (1, 1 / 16),
+        'backbone.stages.0.pos_conv': (1, 1 / 16),
+        'backbone.stages.1.patch_embed': (1, 1 / 16),
+        'backbone.stages.1.blocks.0': (2, 1 / 8),
+        'backbone.stages.1.pos_conv': (2, 1 / 8),
+        'backbone.stages.2.patch_embed': (2, 1 / 8),
+        'backbone.stages.2.blocks.0': (3, 1 / 4),
+        'backbone.stages.2.pos_conv': (3, 1 / 4),
+        'backbone.stages.3.patch_embed': (3, 1 / 4),
+        'backbone.stages.3.blocks.0': (4, 1 / 2),
+        'backbone.stages.3.pos_conv': (4, 1 / 2),
+        'backbone.stages.3.norm': (5, 1.),
+        '*': (5, 1.),
+    },
+    # 2 + 2 + 1 + 1 blocks: 8 depths
+    'SVT': {
+        'backbone.stages.0.patch_embed': (0, 1 / 128),
+        'backbone.stages.0.blocks.0': (1, 1 / 64),
+        'backbone.stages.0.pos_conv': (1, 1 / 64),
+        'backbone.stages.0.blocks.1': (2, 1 / 32),
+        'backbone.stages.1.patch_embed': (2, 1 / 32),
+        'backbone.stages.1.blocks.0': (3, 1 / 16),
+        'backbone.stages.1.pos_conv': (3, 1 / 16),
+        'backbone.stages.1.blocks.1': (4, 1 / 8),
+        'backbone.stages.2.patch_embed': (4, 1 / 8),
+        'backbone.stages.2.blocks.0': (5, 1 / 4),
+        'backbone.stages.2.pos_conv': (5, 1 / 4),
+        'backbone.stages.3.patch_embed': (5, 1 / 4),
+        'backbone.stages.3.blocks.0': (6, 1 / 2),
+        'backbone.stages.3.pos_conv': (6, 1 / 2),
+        'backbone.stages.3.norm': (7, 1.),
+        '*': (7, 1.),
+    },
 }
 
 
-def expected_depth(family, name):
-    """(depth, number of depths) of parameter ``name`` of a model."""
-    depths = STAGE_DEPTHS[family]
-    last = sum(depths) + 1
+def expected_layer(family, name):
+    """(layer id, learning-rate scale) of parameter ``name`` in
+    :data:`LAYERS`, and the prefix that gives it."""
+    table = LAYERS[family]
+    prefixes = [p for p in table if name == p or name.startswith(p + '.')]
     if not name.startswith('backbone.'):
-        return last, last + 1
-    name = name[len('backbone.'):]
-    if re.match(EMBEDDINGS[family], name):
-        return 0, last + 1
-    match = re.match(r'(?:stages\.(\d+)\.)?(\w+)(?:\.(\d+))?', name)
-    stage = int(match.group(1) or 0)
-    before = sum(depths[:stage])
-    part = match.group(2)
-    if part == 'blocks':
-        depth = before + int(match.group(3)) + 1
-    elif part in ('patch_embed', 'word_merge', 'sentence_merge',
-                  'relative_pos'):
-        depth = before
-    elif part == 'pos_conv':
-        depth = before + 1
-    elif part == 'norm' and match.group(1) is not None and \
-            stage < len(depths) - 1:
-        depth = before + depths[stage]
-    else:  # final norms, upsampling
-        depth = last
-    return depth, last + 1
+        prefixes = ['*']
+    assert prefixes, f'{name} is not in the table'
+    prefix = max(prefixes, key=len)
+    return table[prefix], prefix
 
 
 def expected_decay(name, module):
@@ -218,17 +263,16 @@ def test_layer_decay_groups_and_train_step(family, build, constructor):
         groups[id(param)] = group
     params = dict(model.named_parameters())
     assert len(groups) == len(params)
-    depths = set()
+    used = set()
     for name, param in params.items():
         group = groups[id(param)]
-        depth, num_layers = expected_depth(family, name)
-        depths.add(depth)
-        assert group['layer_id'] == depth, name
-        assert group['lr'] == pytest.approx(
-            BASE_LR * DECAY**(num_layers - depth - 1)), name
+        (layer_id, lr_scale), prefix = expected_layer(family, name)
+        used.add(prefix)
+        assert group['layer_id'] == layer_id, name
+        assert group['lr'] == pytest.approx(BASE_LR * lr_scale), name
         module = modules[name.rpartition('.')[0]]
         assert group['weight_decay'] == expected_decay(name, module), name
-    assert depths == set(range(num_layers)), 'a depth holds no parameter'
+    assert used == LAYERS[family].keys(), 'a prefix holds no parameter'
 
     model.train()
     before = {n: p.detach().clone() for n, p in params.items()}
