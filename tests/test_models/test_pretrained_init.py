@@ -11,46 +11,23 @@ another input size; everything the two share must arrive intact.
 import pytest
 import torch
 from mmengine.registry import init_default_scope
+from tiny_backbones import PYRAMID_TNT_TINY, SVT_TINY, TNT_TINY, TWINS_TINY
 
 from mmtnt.registry import MODELS
 
-SMALL_TWINS = dict(
-    embed_dims=[16, 16, 32, 32],
-    depths=[1, 2, 1, 1],
-    num_heads=[1, 2, 2, 2],
-    mlp_ratios=[2, 2, 2, 2],
-    sr_ratios=[8, 4, 2, 1])
 CASES = {
-    'tnt': (dict(
-        type='mmtnt.TNT',
-        arch=dict(
-            embed_dims_outer=32,
-            embed_dims_inner=8,
-            num_layers=2,
-            num_heads_outer=2,
-            num_heads_inner=2),
-        img_size=64), dict(img_size=96, out_indices=(0, 1),
-                           out_type='featmap'), 32),
-    'pyramid_tnt': (dict(
-        type='mmtnt.PyramidTNT',
-        arch=dict(
-            depths=[1, 1, 1, 1],
-            outer_dims=[16, 16, 32, 32],
-            inner_dims=[4, 4, 8, 8],
-            num_heads_outer=[1, 2, 2, 2],
-            num_heads_inner=[1, 1, 2, 2]),
-        img_size=64), dict(
-            img_size=128,
-            out_indices=(0, 1, 2, 3),
-            out_type='featmap',
-            upsample_featmaps=True), 32),
+    'tnt': (dict(type='mmtnt.TNT', arch=TNT_TINY, img_size=64),
+            dict(img_size=96, out_indices=(0, 1), out_type='featmap'), 16),
+    'pyramid_tnt': (
+        dict(type='mmtnt.PyramidTNT', arch=PYRAMID_TNT_TINY, img_size=64),
+        dict(img_size=128, out_indices=(0, 1, 2, 3), out_type='featmap',
+             upsample_featmaps=True), 32),
     # As the dense configs: no norm after any PCPVT stage, one after every
     # SVT stage.
-    'pcpvt': (dict(type='mmtnt.PCPVT', arch=SMALL_TWINS),
+    'pcpvt': (dict(type='mmtnt.PCPVT', arch=TWINS_TINY),
               dict(out_indices=(0, 1, 2, 3), out_type='featmap',
                    norm_after_stage=False), 32),
-    'svt': (dict(
-        type='mmtnt.SVT', arch=dict(SMALL_TWINS, window_sizes=[7] * 4)),
+    'svt': (dict(type='mmtnt.SVT', arch=SVT_TINY),
             dict(out_indices=(0, 1, 2, 3), out_type='featmap',
                  norm_after_stage=True), 32),
 }

@@ -1,12 +1,13 @@
 """What the three families share through the base backbone: one geometry
 contract (token grids, the smallest input, padding), only the stages an
-output needs are built, and ``with_cp`` can be switched after building."""
+output needs are built, ``with_cp`` and drop path."""
 import pytest
 import torch
 from tiny_backbones import TINY_BACKBONES as FAMILIES
 from tiny_backbones import TWINS_TINY
 
 from mmtnt.models import PCPVT, SVT, TNT, PyramidTNT
+from mmtnt.models.backbones import base_backbone
 from mmtnt.models.utils import pad_to_multiple
 
 # Sizes that are multiples of every stride, and sides that are not.
@@ -108,18 +109,44 @@ def test_early_out_indices_leave_no_parameter_without_gradient(name):
 
 
 @pytest.mark.parametrize('name', list(FAMILIES))
-def test_with_cp_can_be_switched_after_building(name):
+def test_with_cp_recomputes_every_block_and_keeps_the_gradients(
+        name, monkeypatch):
+    """``with_cp``, given to the constructor or switched on after
+    building, checkpoints each block while training, and the gradients are
+    those of the plain model."""
+    assert FAMILIES[name](with_cp=True).with_cp
     torch.manual_seed(0)
     model = FAMILIES[name](out_type='featmap').train()
     x = torch.randn(2, 3, 64, 96)
+    checkpointed = []
+    original = base_backbone.cp.checkpoint
+
+    def checkpoint(block, *args, **kwargs):
+        checkpointed.append(block)
+        return original(block, *args, **kwargs)
+
+    monkeypatch.setattr(base_backbone.cp, 'checkpoint', checkpoint)
 
     def grads():
         model.zero_grad(set_to_none=True)
         sum(out.square().mean() for out in model(x)).backward()
         return {n: p.grad.clone() for n, p in model.named_parameters()}
 
+    num_blocks = model.num_blocks
     plain = grads()
+    assert not checkpointed
     model.with_cp = True
     recomputed = grads()
+    assert len(checkpointed) == num_blocks
     for key, grad in plain.items():
         torch.testing.assert_close(recomputed[key], grad, msg=key)
+
+
+@pytest.mark.parametrize('name', list(FAMILIES))
+def test_drop_path_is_stochastic_in_training_only(name):
+    model = FAMILIES[name](drop_path_rate=0.5).train()
+    x = torch.randn(2, 3, 64, 64)
+    torch.manual_seed(0)
+    assert not torch.allclose(model(x)[-1], model(x)[-1])
+    model.eval()
+    torch.testing.assert_close(model(x)[-1], model(x)[-1])

@@ -2,18 +2,12 @@
 import pytest
 import torch
 from mmengine.registry import MODELS as ROOT_MODELS
+from tiny_backbones import TNT_TINY as TINY
 
 from mmtnt.models import TNT
 
 ARCHS = ['s', 'b']
 LAYOUTS = ['official', 'legacy']
-# Small custom arch for tests that do not depend on the size.
-TINY = dict(
-    embed_dims_outer=32,
-    embed_dims_inner=8,
-    num_layers=3,
-    num_heads_outer=2,
-    num_heads_inner=2)
 
 
 def count_params(module):
@@ -48,7 +42,7 @@ def test_featmap_shapes_at_odd_sizes(arch, size):
 
 def test_out_types_agree():
     x = torch.randn(2, 3, 32, 48)
-    kwargs = dict(arch=TINY, out_indices=(1, 2))
+    kwargs = dict(arch=TINY, out_indices=(0, 1))
     torch.manual_seed(0)
     featmap = TNT(out_type='featmap', **kwargs).eval()
     avg = TNT(out_type='avg_featmap', **kwargs).eval()
@@ -84,8 +78,8 @@ def test_errors_say_what_is_allowed():
         TNT(arch=TINY, layout='new')
     with pytest.raises(ValueError, match='out_type'):
         TNT(arch=TINY, out_type='tokens')
-    with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 3\]'):
-        TNT(arch=TINY, frozen_stages=4)
+    with pytest.raises(ValueError, match=r'frozen_stages.*\[-1, 2\]'):
+        TNT(arch=TINY, frozen_stages=3)
     with pytest.raises(ValueError, match=r'img_size must be a multiple of '
                        r'patch_size=16, got 40x48'):
         TNT(arch=TINY, img_size=(40, 48))
@@ -100,19 +94,19 @@ def test_inputs_are_padded_to_the_patch_size():
         padded = model(torch.nn.functional.pad(x, (0, 12, 0, 8)))
         out = model(x)
         tiny = model(torch.randn(1, 3, 8, 8))
-    assert out[0].shape == (1, 32, 3, 2)
+    assert out[0].shape == (1, 16, 3, 2)
     torch.testing.assert_close(out[0], padded[0])
-    assert tiny[0].shape == (1, 32, 1, 1)
+    assert tiny[0].shape == (1, 16, 1, 1)
 
 
-@pytest.mark.parametrize('frozen_stages', [0, 2, 3])
+@pytest.mark.parametrize('frozen_stages', [0, 1, 2])
 def test_frozen_stages(frozen_stages):
     model = TNT(arch=TINY, frozen_stages=frozen_stages, drop_rate=0.5)
     model.train()
     frozen = ['word_embed', 'word_pos', 'sentence_proj', 'cls_token',
               'sentence_pos']
     frozen += [f'blocks.{i}.' for i in range(frozen_stages)]
-    if frozen_stages == 3:
+    if frozen_stages == 2:
         frozen.append('norm.')
     for name, param in model.named_parameters():
         assert param.requires_grad != name.startswith(tuple(frozen)), name
@@ -121,46 +115,20 @@ def test_frozen_stages(frozen_stages):
         assert block.training == (i >= frozen_stages)
     out = model(torch.randn(1, 3, 32, 32))[0]
     # A frozen stem and first blocks still let later blocks learn.
-    assert out.requires_grad == (frozen_stages < 3)
-
-
-def test_with_cp_gives_same_outputs_and_grads():
-    x = torch.randn(2, 3, 32, 32)
-    torch.manual_seed(0)
-    plain = TNT(arch=TINY)
-    checkpointed = TNT(arch=TINY, with_cp=True)
-    checkpointed.load_state_dict(plain.state_dict())
-    out_plain, out_cp = plain(x)[0], checkpointed(x)[0]
-    torch.testing.assert_close(out_plain, out_cp)
-    out_plain.sum().backward()
-    out_cp.sum().backward()
-    for (name, a), b in zip(plain.named_parameters(),
-                            checkpointed.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, msg=name)
-
-
-def test_drop_path_is_stochastic_in_training_only():
-    model = TNT(arch=TINY, drop_path_rate=0.5)
-    x = torch.randn(2, 3, 32, 32)
-    torch.manual_seed(0)
-    first = model(x)[0]
-    second = model(x)[0]
-    assert not torch.allclose(first, second)
-    model.eval()
-    torch.testing.assert_close(model(x)[0], model(x)[0])
+    assert out.requires_grad == (frozen_stages < 2)
 
 
 def test_input_size_other_than_img_size_resizes_position_embedding():
     model = TNT(arch=TINY, img_size=64, out_type='featmap').eval()
     with torch.no_grad():
-        assert model(torch.randn(1, 3, 96, 48))[0].shape == (1, 32, 6, 3)
+        assert model(torch.randn(1, 3, 96, 48))[0].shape == (1, 16, 6, 3)
 
 
 def test_checkpoint_from_another_size_loads():
     source = TNT(arch=TINY, img_size=64)
     target = TNT(arch=TINY, img_size=(32, 48))
     target.load_state_dict(source.state_dict())
-    assert target.sentence_pos.shape == (1, 1 + 2 * 3, 32)
+    assert target.sentence_pos.shape == (1, 1 + 2 * 3, 16)
     torch.testing.assert_close(target.sentence_pos[:, 0],
                                source.sentence_pos[:, 0])
 
@@ -170,7 +138,7 @@ def test_checkpoint_that_does_not_fit_is_refused():
     official = TNT(arch=TINY, layout='official')
     with pytest.raises(ValueError, match="layout='legacy' in the backbone"):
         official.load_state_dict(legacy.state_dict())
-    foreign = {'outer_pos': torch.zeros(1, 5, 32)}
+    foreign = {'outer_pos': torch.zeros(1, 5, 16)}
     with pytest.raises(ValueError, match='tnt2mmtnt.py'):
         official.load_state_dict(foreign, strict=False)
 
@@ -178,8 +146,8 @@ def test_checkpoint_that_does_not_fit_is_refused():
 def test_custom_patch_size_and_stride():
     model = TNT(arch=TINY, patch_size=8, first_stride=2, in_channels=1,
                 img_size=32, out_type='featmap')
-    assert model.word_pos.shape == (1, 16, 8)
-    assert model(torch.randn(2, 1, 32, 32))[0].shape == (2, 32, 4, 4)
+    assert model.word_pos.shape == (1, 16, 4)
+    assert model(torch.randn(2, 1, 32, 32))[0].shape == (2, 16, 4, 4)
     with pytest.raises(ValueError, match='first_stride'):
         TNT(arch=TINY, patch_size=8, first_stride=3)
 
@@ -191,7 +159,7 @@ def test_words_are_contiguous(layout):
     by word: otherwise every norm and reshape of every block copies it."""
     model = TNT(arch=TINY, layout=layout, img_size=32)
     words = model.word_embed(torch.randn(2, 3, 32, 32))
-    assert words.shape == (8, 16, 8) and words.is_contiguous()
+    assert words.shape == (8, 16, 4) and words.is_contiguous()
     words, _ = model.blocks[0](words + model.word_pos,
-                               torch.randn(2, 5, 32))
+                               torch.randn(2, 5, 16))
     assert words.is_contiguous()

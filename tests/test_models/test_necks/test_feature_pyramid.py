@@ -2,16 +2,9 @@
 import pytest
 import torch
 from mmengine.registry import MODELS, init_default_scope
+from tiny_backbones import TNT_TINY
 
 from mmtnt.models import TNT, FeaturePyramid
-
-SMALL_TNT = dict(
-    embed_dims_outer=32,
-    embed_dims_inner=8,
-    num_layers=4,
-    num_heads_outer=2,
-    num_heads_inner=2)
-
 
 def maps(count, channels=16, size=(6, 10)):
     generator = torch.Generator().manual_seed(0)
@@ -81,11 +74,12 @@ def test_tnt_feeds_an_fpn_through_the_pyramid(scope):
     pyramid then the library's FPN, as the TNT dense configs use it."""
     init_default_scope(scope)
     neck = MODELS.build([
-        dict(type='mmtnt.FeaturePyramid', in_channels=32),
-        dict(type='FPN', in_channels=[32] * 4, out_channels=8, num_outs=5)
+        dict(type='mmtnt.FeaturePyramid', in_channels=16),
+        dict(type='FPN', in_channels=[16] * 4, out_channels=8, num_outs=5)
     ])
+    # four blocks, one map each
     backbone = TNT(
-        arch=SMALL_TNT,
+        arch=dict(TNT_TINY, num_layers=4),
         img_size=64,
         out_indices=(0, 1, 2, 3),
         out_type='featmap').eval()
