@@ -133,18 +133,10 @@ def check_model_type(model):
 
 
 def check_input_size(graph, shape, channels=None):
-    """Run a graph once at ``shape``, turning a size it refuses into a
-    clear ValueError.
-
-    Args:
-        graph (nn.Module): From :func:`~mmtnt.deploy.graphs.export_graph`.
-        shape (tuple[int, int]): Height and width.
-        channels (int, optional): Image channels. Defaults to the model's
-            (:func:`~mmtnt.deploy.graphs.input_channels`).
-
-    Raises:
-        ValueError: For a size that is not positive, or that the model
-            cannot take (too small for its patches and stages).
+    """Run a graph of :func:`~mmtnt.deploy.graphs.export_graph` once at
+    ``shape`` (height, width) with ``channels`` (by default the model's),
+    turning a size it refuses (not positive, or too small for its patches
+    and stages) into a clear ValueError.
 
     Examples:
         >>> check_input_size(graph, (8, 64))  # a Twins classifier
@@ -179,13 +171,10 @@ def export_onnx(model,
     """Export a model to an ONNX file.
 
     Args:
-        model (nn.Module | str | Config): What to export: a graph of
+        model (nn.Module | str | Config): A graph of
             :func:`~mmtnt.deploy.graphs.export_graph` (or any module, as it
-            is), a model from :func:`build_model` (its
-            :func:`~mmtnt.deploy.graphs.export_graph` is exported), or what
-            :func:`build_model` takes: a config file, a Config or a model
-            name of :func:`mmtnt.apis.list_models`, built with
-            ``checkpoint``.
+            is), a model from :func:`build_model` (its graph is exported),
+            or what :func:`build_model` takes, built with ``checkpoint``.
         output_file (str): The ONNX file (its folder is made).
         shape (tuple[int, int]): Height and width of the example input
             (a dynamic export traces at :func:`dynamic_trace_shape`).
@@ -200,10 +189,8 @@ def export_onnx(model,
             constant). Defaults to 1. A detector's must be 1.
         logits (bool): Classifiers built here or given as a model: export
             the logits instead of the scores. Defaults to False.
-        checkpoint (str | bool, optional): The weights of a model that is
-            built here, as :func:`build_model` takes them: by default a
-            model name's published weights (``mmtnt://NAME``), and random
-            ones for a config.
+        checkpoint (str | bool, optional): The weights of a model built
+            here, as :func:`build_model` takes them.
         opset_version (int, optional): The ONNX opset. Defaults to the
             exporter's.
         mask_output (str): Mask R-CNN built here or given as a model:
@@ -218,8 +205,7 @@ def export_onnx(model,
 
     Raises:
         ValueError: For a detector with ``batch_size`` other than 1, a
-            checkpoint given with a built module, and what
-            :func:`build_model` raises.
+            checkpoint given with a built module.
 
     A :class:`~mmtnt.deploy.DetectorGraph`'s second input,
     :data:`IMG_SHAPE_NAME`, is optional: an initializer of that name holds

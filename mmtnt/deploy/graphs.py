@@ -1,30 +1,22 @@
 """What is exported of each model: the modules that :func:`export_graph`
 wraps a classifier, segmentor or detector in.
 
-- classifiers (mmpretrain ``ImageClassifier``, configs with
-  ``default_scope='mmpretrain'``): images -> class scores (N, num_classes),
-  the head's logits through softmax (sigmoid for multi-label heads), i.e.
-  the ``pred_score`` of mmpretrain's ``predict``; with ``logits=True`` the
-  logits themselves (``model(x, mode='tensor')``) (:class:`ClassifierGraph`);
-- segmentors (mmseg ``EncoderDecoder``, ``default_scope='mmseg'``): images
-  -> segmentation logits (N, num_classes, H, W) at the input resolution,
-  i.e. ``model.encode_decode`` (the decode head's logits resized
-  bilinearly to the input), what ``test_cfg=dict(mode='whole')`` inference
-  computes before the arg-max. Sliding-window inference is not part of the
-  graph (:class:`SegmentorGraph`);
-- detectors (mmdet RetinaNet, and Mask R-CNN / Faster R-CNN: RPNHead with a
-  StandardRoIHead; ``default_scope='mmdet'``): one image (1, C, H, W) ->
-  its detections after post-processing, as mmdet's ``predict(...,
-  rescale=False)`` (:class:`mmtnt.deploy.DetectorGraph`).
+- classifiers (mmpretrain ``ImageClassifier``): images -> class scores
+  (N, num_classes), mmpretrain's ``pred_score``, or with ``logits=True``
+  the logits (:class:`ClassifierGraph`);
+- segmentors (mmseg ``EncoderDecoder``): images -> segmentation logits
+  (N, num_classes, H, W) at the input resolution, ``encode_decode`` as
+  ``test_cfg=dict(mode='whole')`` inference computes it before the
+  arg-max (:class:`SegmentorGraph`);
+- detectors (mmdet RetinaNet, Mask R-CNN, Faster R-CNN): one image
+  (1, C, H, W) -> its detections after post-processing, as mmdet's
+  ``predict(..., rescale=False)`` (:class:`mmtnt.deploy.DetectorGraph`).
 
-The input is the image as the model receives it (N, C, H, W) in float32:
-already normalised by the config's data preprocessor (``(img - mean) /
-std``, channels in its order, :func:`describe_preprocessing`). The plain
-model is wrapped: mmtnt's CPU accelerator (``mmtnt.accelerate_for_cpu``)
-is not applied. During the export (:func:`export_friendly`), the model is
-set to compute a few things in forms that ONNX Runtime runs better, with
-the same result, and adaptive average pooling is written as products
-(:data:`EXPORT_DECOMPOSITIONS`).
+The input is the image normalised by the config's data preprocessor, in
+float32 (:func:`describe_preprocessing`). During the export
+(:func:`export_friendly`), the model is set to compute a few things in
+forms that ONNX Runtime runs better, with the same result, and adaptive
+average pooling is written as products (:data:`EXPORT_DECOMPOSITIONS`).
 """
 import contextlib
 
@@ -170,17 +162,9 @@ def output_names(graph):
 
 
 def input_channels(model):
-    """The image channels the model takes: those its data preprocessor
-    normalises, else 3.
-
-    Args:
-        model (nn.Module): A model from :func:`mmtnt.deploy.build_model`,
-            or a graph of :func:`export_graph` (its model's); any other
-            module takes 3.
-
-    Returns:
-        int: The channels.
-    """
+    """The image channels that a model from
+    :func:`mmtnt.deploy.build_model`, or a graph of :func:`export_graph`,
+    takes: those its data preprocessor normalises, else 3."""
     if is_graph(model):
         model = wrapped_model(model)
     preprocessor = getattr(model, 'data_preprocessor', None)

@@ -54,18 +54,11 @@ def exceeds_fused_grid(query):
 
 
 def takes_explicit_route(query, key, value):
-    """Whether :func:`scaled_dot_product_attention` computes these inputs
-    with :func:`explicit_attention`: 16-bit attention whose head dims are
-    not multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, and attention over
-    more than :data:`MAX_FUSED_BATCH` batch entries or heads.
-
-    Args:
-        query (Tensor): Shape (..., heads, Nq, d).
-        key (Tensor): Shape (..., heads, Nk, d).
-        value (Tensor): Shape (..., heads, Nk, d_v).
-
-    Returns:
-        bool: Whether the explicit route runs.
+    """Whether :func:`scaled_dot_product_attention` computes ``query``
+    (..., heads, Nq, d), ``key`` and ``value`` with
+    :func:`explicit_attention`: 16-bit attention whose head dims are not
+    multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, and attention over more
+    than :data:`MAX_FUSED_BATCH` batch entries or heads.
 
     Examples:
         >>> import torch
@@ -134,16 +127,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     :func:`explicit_attention` where :func:`takes_explicit_route` says so
     (a rule on the inputs' dtype and shape, never their device).
 
-    Args:
-        query (Tensor): Shape (..., Nq, d).
-        key (Tensor): Shape (..., Nk, d).
-        value (Tensor): Shape (..., Nk, d_v).
-        attn_mask (Tensor, optional): A float bias added to the logits, or
-            a boolean mask, True where a query may attend a key.
-        dropout_p (float): Dropout rate on the attention weights.
-
-    Returns:
-        Tensor: Shape (..., Nq, d_v).
+    Takes and returns what :func:`explicit_attention` does.
 
     Examples:
         >>> import torch
@@ -221,14 +205,9 @@ def parts_attention(query,
     one part at a time, 1/``chunks`` of the (queries x keys) matrix.
 
     Args:
-        query (Tensor): Shape (..., Nq, d).
-        key (Tensor): Shape (..., Nk, d), the same leading axes.
-        value (Tensor): Shape (..., Nk, d_v), the same leading axes.
-        attn_mask (Tensor, optional): A float bias added to the logits, or
-            a boolean mask, True where a query may attend a key; broadcast
-            to (..., Nq, Nk), its queries' axis 1 or Nq.
-        dropout_p (float): Dropout rate on the attention weights; with
-            dropout the attention stays whole.
+        query, key, value, attn_mask, dropout_p: As
+            :func:`explicit_attention` takes them (the mask's queries' axis
+            1 or Nq); with dropout the attention stays whole.
         chunks (int): The parts. Defaults to
             :data:`ATTENTION_QUERY_CHUNKS`.
 
@@ -270,11 +249,7 @@ def set_attention_impl(model, impl):
             in parts where the (queries x keys) weights may be many (what
             ``mmtnt.deploy`` exports for segmentors and detectors).
 
-    Returns:
-        nn.Module: ``model`` itself.
-
-    Raises:
-        ValueError: If ``impl`` is not one of :data:`ATTENTION_IMPLS`.
+    Returns ``model``; raises a ValueError for another ``impl``.
 
     Examples:
         >>> from mmtnt.models import SVT, set_attention_impl
@@ -308,11 +283,9 @@ def split_heads(x, num_parts, num_heads):
 def merge_heads(x):
     """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d).
 
-    While ``torch.export`` traces the model, several heads are copied
-    explicitly: the traced attention output has the memory layout of a
-    kernel that returns (B, N, heads, d), which the ONNX exporter's
-    decomposition of the attention does not keep, so a flatten recorded as
-    a view would disagree with PyTorch."""
+    While ``torch.export`` traces the model, several heads are copied: the
+    ONNX exporter does not keep the memory layout of the traced attention,
+    so a flatten recorded as a view would disagree with PyTorch."""
     x = x.transpose(1, 2)
     if torch.compiler.is_exporting() and x.shape[2] > 1:
         x = x.clone(memory_format=torch.contiguous_format)
@@ -384,15 +357,9 @@ class MultiheadAttention(nn.Module):
         dropout on the weights while training, by the implementation that
         ``attn_impl`` names.
 
-        Args:
-            query (Tensor): Shape (B, heads, Nq, d).
-            key (Tensor): Shape (B, heads, Nk, d).
-            value (Tensor): Shape (B, heads, Nk, d).
-            attn_mask (Tensor, optional): A float bias added to the logits,
-                or a boolean mask, True where a query may attend a key.
-
-        Returns:
-            Tensor: Shape (B, heads, Nq, d).
+        Takes query (B, heads, Nq, d), key and value (B, heads, Nk, d)
+        and a mask as :func:`explicit_attention` does; returns
+        (B, heads, Nq, d).
         """
         attention = {
             'auto': self.auto_attention,
@@ -425,14 +392,12 @@ class SpatialReductionAttention(MultiheadAttention):
     this is :class:`MultiheadAttention`, with its fused ``qkv`` projection.
 
     Args:
-        embed_dims (int): Channels of the tokens.
-        num_heads (int): Attention heads; must divide ``embed_dims``.
         sr_ratio (int): Spatial reduction of keys and values. Defaults to 1.
         reduction (str): ``'conv'`` or ``'pool'``. Defaults to ``'conv'``.
         norm_cfg (dict): The norm after the reduction. Defaults to
             ``dict(type='LN')``.
-        **kwargs: ``qkv_bias``, ``attn_drop`` and ``proj_drop``, as
-            :class:`MultiheadAttention` takes them.
+        embed_dims, num_heads, **kwargs: As :class:`MultiheadAttention`
+            takes them.
 
     Examples:
         >>> import torch
@@ -504,15 +469,12 @@ class LocallyGroupedAttention(MultiheadAttention):
     A map whose sides are not multiples of ``window_size`` is padded at the
     right and bottom; padded tokens are masked out as keys, so every real
     token attends to exactly the real tokens of its window, whichever of the
-    two pads is zero. (The official classification code does not mask, and
-    the masks of mmpretrain and mmseg vanish when one of the pads is zero.)
+    two pads is zero.
 
     Args:
-        embed_dims (int): Channels of the tokens.
-        num_heads (int): Attention heads; must divide ``embed_dims``.
         window_size (int): Side of a window. Defaults to 7.
-        **kwargs: ``qkv_bias``, ``attn_drop`` and ``proj_drop``, as
-            :class:`MultiheadAttention` takes them.
+        embed_dims, num_heads, **kwargs: As :class:`MultiheadAttention`
+            takes them.
 
     Examples:
         >>> import torch
@@ -530,17 +492,9 @@ class LocallyGroupedAttention(MultiheadAttention):
 
     @staticmethod
     def padding_mask(hw_shape, window_size, device=None):
-        """Which keys of each window are real tokens.
-
-        Args:
-            hw_shape (tuple[int, int]): The map (H, W) before padding.
-            window_size (int): Side of a window.
-            device (torch.device, optional): Where to build the mask.
-
-        Returns:
-            Tensor: Boolean (num_windows, 1, 1, window_size**2), True for real
-            tokens, windows in row-major order.
-        """
+        """Which keys of each window of a map ``hw_shape`` (H, W), padded,
+        are real tokens: boolean (num_windows, 1, 1, window_size**2), the
+        windows in row-major order."""
         H, W = hw_shape
         ws = window_size
         nh, nw = ceil_div(H, ws), ceil_div(W, ws)

@@ -99,14 +99,8 @@ def set_resize_impl(model, impl):
     backbones) resize them.
 
     Args:
-        model (nn.Module): Changed in place.
-        impl (str): One of :data:`RESIZE_IMPLS`.
-
-    Returns:
-        nn.Module: ``model`` itself.
-
-    Raises:
-        ValueError: If ``impl`` is not one of :data:`RESIZE_IMPLS`.
+        model (nn.Module): Changed in place, and returned.
+        impl (str): One of :data:`RESIZE_IMPLS`, else a ValueError.
 
     Examples:
         >>> from mmtnt.models import TNT, set_resize_impl

@@ -1,14 +1,10 @@
 """Size arithmetic that stays valid when sizes are symbolic.
 
-Under ``torch.export`` (``torch.onnx.export(..., dynamo=True)`` with dynamic
-shapes) the sizes read from ``tensor.shape`` are symbols, not integers. A
+Under ``torch.export`` the sizes read from ``tensor.shape`` are symbols. A
 Python ``if`` on such a size would tie the exported graph to the example
-input (it is recorded as a guard), and the ceiling division ``-(-a // b)``
-becomes an ONNX division that truncates the negative quotient (giving the
-floor, one too small, for sizes that are not multiples). The helpers here
-keep the skip-if-nothing-to-do shortcuts of eager mode without either: a
-shortcut is taken only when it is known to apply for every input, which is
-always the case for plain integers.
+input, and ``-(-a // b)`` becomes a division that truncates. The helpers
+here take a shortcut only when it is known to apply for every input, which
+is always the case for plain integers.
 """
 import torch
 import torch.nn.functional as F
