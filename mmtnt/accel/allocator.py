@@ -1,19 +1,14 @@
 """How glibc's ``malloc``, PyTorch's CPU allocator, handles freed memory.
 
-By default glibc gives freed memory back to the kernel: blocks above a size
-(128 KiB, raised up to 32 MiB as it sees large blocks freed) are mapped for
-each allocation and unmapped when freed, and the top of the heap is trimmed
-when more than twice that is free. A training step frees its activations in
-the backward pass and allocates them again in the next forward pass, so the
-kernel maps and zero-fills fresh pages for all of them every step; page
-faults are costly, more so in a virtual machine (docs/benchmarks.md, "Where
-the accelerator's thresholds come from", gives what they cost on the
-project's machine).
-
-:func:`keep_freed_memory` makes ``malloc`` keep freed memory for reuse (what
-allocators such as jemalloc or tcmalloc do, without preloading one);
-:func:`release_freed_memory` does the opposite, so that the resident memory
-follows the live tensors (for measuring memory).
+By default glibc maps blocks above a size (128 KiB, raised up to 32 MiB as
+it sees large blocks freed) for each allocation and unmaps them when freed,
+and trims the top of the heap when more than twice that is free. A training
+step frees its activations in the backward pass and allocates them again in
+the next forward pass, so the kernel maps and zero-fills fresh pages for
+all of them every step. :func:`keep_freed_memory` makes ``malloc`` keep
+freed memory for reuse (as jemalloc or tcmalloc do, without preloading
+one); :func:`release_freed_memory` does the opposite, so that the resident
+memory follows the live tensors (for measuring memory).
 """
 import ctypes
 import functools
@@ -41,13 +36,9 @@ def _mallopt(settings):
 
 
 def keep_freed_memory(mmap_threshold=2**30, trim_threshold=2**31 - 1):
-    """Make glibc's ``malloc`` keep freed memory for reuse.
-
-    Blocks up to ``mmap_threshold`` come from the heap, and the heap is
-    not trimmed until ``trim_threshold`` bytes at its top are free. The
-    process keeps its peak memory resident; memory it frees is reused
-    without page faults. Child processes (data loader workers) inherit the
-    setting.
+    """Make glibc's ``malloc`` keep freed memory for reuse: the process
+    keeps its peak memory resident and reuses what it frees without page
+    faults. Child processes (data loader workers) inherit the setting.
 
     Args:
         mmap_threshold (int): Blocks larger than this are still mapped
@@ -56,8 +47,7 @@ def keep_freed_memory(mmap_threshold=2**30, trim_threshold=2**31 - 1):
             kept. Defaults to the largest value ``mallopt`` takes (2 GiB).
 
     Returns:
-        bool: Whether ``malloc`` could be set (False where the C library
-        is not glibc; nothing changes then).
+        bool: Whether ``malloc`` could be set (not on other C libraries).
 
     Examples:
         >>> keep_freed_memory()  # on glibc
@@ -72,8 +62,7 @@ def release_freed_memory():
     so that the resident memory follows the live tensors.
 
     Returns:
-        bool: Whether ``malloc`` could be set (False where the C library
-        is not glibc).
+        bool: Whether ``malloc`` could be set (not on other C libraries).
 
     Examples:
         >>> release_freed_memory()  # on glibc

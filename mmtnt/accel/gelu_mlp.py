@@ -2,35 +2,20 @@
 large inputs in row chunks.
 
 For the backward pass of ``fc2(gelu(fc1(x)))`` autograd keeps two tensors of
-the MLP's hidden width: the GELU's input and its output (the input of
-``fc2``). The hidden width is 4 to 8 times the token width, so these two are
-most of what a vision transformer keeps while training. :func:`gelu_mlp`
-keeps only the GELU's input and recomputes its output in the backward pass:
-one element-wise pass more, one hidden-width tensor less per block.
+the MLP's hidden width (4 to 8 times the token width): the GELU's input and
+its output. :func:`gelu_mlp` keeps only the input and recomputes the output
+in the backward pass: one element-wise pass more, one hidden-width tensor
+less per block.
 
-When a hidden-width tensor would be larger than 32 MiB (PCPVT's first stage
-at batch 8, for instance), the rows are computed in chunks of about 2 MiB of
-hidden width. With its default settings glibc, PyTorch's CPU allocator,
-gives every block above 32 MiB (its largest dynamic mmap threshold) fresh
-pages from the kernel, which zero-fills them at every use, so that such an
-MLP page-faults its whole hidden tensor in again at every step
-(:func:`mmtnt.accel.keep_freed_memory` changes that for a whole process).
-Chunks are reused from the heap and stay in the cache between the two
-layers. The chunk size was chosen by timing on one CPU (docs/benchmarks.md,
-"Where the accelerator's thresholds come from"). Chunked values and
-gradients equal the plain layers' up to rounding (products over fewer rows,
-weight gradients summed over the chunks); below the threshold everything is
-one chunk, computed in the plain layers' order.
-
-A pre-norm block's LayerNorm can run inside too: the MLP then keeps the
-norm's input instead of its output for the backward pass (where autograd
-would keep both, the norm its input and the first layer its output) and
-recomputes the output chunk by chunk: one token-width tensor less per block,
-for one more pass of the norm.
-
-The products are those of :func:`mmtnt.accel.linear.linear` (oneDNN for CPU
-float32). In low precision (autocast) the weight and bias gradients of
-several chunks are summed in float32 and rounded once.
+Hidden-width tensors above :data:`CHUNK_ABOVE_BYTES` are computed in row
+chunks of about :data:`CHUNK_BYTES`: with its default settings glibc gives
+every block above 32 MiB fresh, zero-filled pages from the kernel at every
+use (:func:`mmtnt.accel.keep_freed_memory` changes that for a whole
+process), while chunks are reused from the heap and stay in the cache
+between the two layers. Chunked values and gradients equal the plain
+layers' up to rounding; in low precision (autocast) the weight and bias
+gradients of several chunks are summed in float32 and rounded once.
+docs/benchmarks.md says how the sizes were chosen.
 """
 from typing import Callable, NamedTuple, Optional
 
@@ -47,17 +32,9 @@ CHUNK_BYTES = 2 * 2**20
 
 
 def rows_per_chunk(rows, hidden_features, element_size):
-    """How many rows of the MLP to compute at once.
-
-    Args:
-        rows (int): Rows (tokens) of the input.
-        hidden_features (int): Width of the hidden layer.
-        element_size (int): Bytes per element.
-
-    Returns:
-        int: ``rows`` if the hidden tensor fits in
-        :data:`CHUNK_ABOVE_BYTES`, otherwise the rows of about
-        :data:`CHUNK_BYTES` of hidden width.
+    """How many of ``rows`` to compute at once: all if the hidden tensor
+    (``hidden_features`` wide, ``element_size`` bytes an element) fits in
+    :data:`CHUNK_ABOVE_BYTES`, else those of about :data:`CHUNK_BYTES`.
 
     Examples:
         >>> rows_per_chunk(6272, 1024, 4)  # 24.5 MiB: one chunk
@@ -195,11 +172,10 @@ class _GeluMlpFunction(torch.autograd.Function):
                     grads[0][rows] = grad_rows
         if needs[4] and ctx.has_bias[1]:
             grads[4] = grad_out.sum(0)
-        for index, param in ((1, weight1), (3, weight2)):
-            if grads[index] is not None:
-                grads[index] = grads[index].to(param.dtype)
-        if grads[2] is not None:
-            grads[2] = grads[2].to(weight1.dtype)
+        grads[1:4] = [
+            g if g is None else g.to(w.dtype)
+            for g, w in zip(grads[1:4], (weight1, weight1, weight2))
+        ]
         return (*grads, None)
 
 
@@ -222,8 +198,9 @@ def gelu_mlp(x, fc1, fc2, approximate='none', norm=None):
     instead of kept (one token-width tensor less per block, for one more
     pass of the norm). Other norms are applied first.
 
-    Under autocast the inputs and weights are cast to the autocast dtype
-    first, as :func:`torch.nn.functional.linear` would cast them.
+    The products are those of :func:`mmtnt.accel.linear.linear`; under
+    autocast the inputs and weights are cast first, as
+    :func:`torch.nn.functional.linear` would cast them.
 
     Args:
         x (Tensor): Input of shape (..., in_features).

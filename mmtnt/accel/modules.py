@@ -4,17 +4,15 @@ puts them in place of the plain ones."""
 import torch.nn as nn
 
 from ..models.layers import Mlp, TransformerBlock
-from .fusion import can_fuse, linear_add, linear_gelu
 from .gelu_mlp import gelu_mlp
+from .linear import can_fuse, linear_add, linear_gelu
 from .tracing import is_traced
 
 
 class CpuMlp(Mlp):
-    """:class:`Mlp` computed by :func:`gelu_mlp` when it can be: the
-    activation is a GELU, dropout is off and no compiler or tracer is
-    recording. It then keeps one hidden-width tensor for the backward pass
-    instead of two, runs large inputs in row chunks and, given the block's
-    LayerNorm, computes it inside.
+    """:class:`Mlp` computed by :func:`gelu_mlp` (which also computes the
+    block's LayerNorm given as ``norm``) when the activation is a GELU,
+    dropout is off and no compiler or tracer is recording.
 
     Examples:
         >>> import torch
@@ -24,12 +22,8 @@ class CpuMlp(Mlp):
     """
 
     def forward(self, x, norm=None):
-        """``fc2(act(fc1(norm(x))))`` (dropout after each layer).
-
-        Args:
-            x (Tensor): Tokens of shape (..., in_dims).
-            norm (nn.Module, optional): A norm applied to ``x`` first.
-        """
+        """``fc2(act(fc1(norm(x))))`` (dropout after each layer) of tokens
+        (..., in_dims); ``norm`` is optional."""
         if self._uses_gelu_mlp():
             return gelu_mlp(x, self.fc1, self.fc2, self.act.approximate,
                             norm=norm)

@@ -4,14 +4,8 @@ import torch
 
 def is_traced():
     """Whether ``torch.jit`` is tracing or scripting, or ``torch.compile``
-    is compiling.
-
-    mmtnt's CPU fast paths (fused oneDNN operators, explicit attention, the
-    memory-saving MLP) step aside then, so that exporters and compilers see
-    the plain layers, which compute the same function.
-
-    Returns:
-        bool: True under a tracer, scripter or compiler.
+    is compiling: the CPU fast paths step aside then, so that exporters and
+    compilers see the plain layers, which compute the same function.
 
     Examples:
         >>> is_traced()

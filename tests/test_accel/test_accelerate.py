@@ -17,7 +17,7 @@ from tiny_backbones import TINY_BACKBONES
 
 import mmtnt
 from mmtnt.accel import CPU_VERSIONS, is_accelerated
-from mmtnt.accel.fusion import can_fuse
+from mmtnt.accel.linear import can_fuse
 from mmtnt.models.layers import TransformerBlock
 from mmtnt.registry import MODELS
 
