@@ -1,38 +1,13 @@
 """Build the detection and segmentation demo datasets ("demo scenes").
 
-Fashion-MNIST items (the Debian package ``dataset-fashion-mnist``, as for
-:mod:`mmtnt.datasets.fashion_mnist`) are cut out by thresholding, coloured and
-pasted onto crops of the photographs and textures that scikit-image ships
-(``skimage.data``: astronaut, brick, coffee, grass, ...). Nothing is
-downloaded. Every 128x128 scene holds 2 to 4 items of 4 classes (t-shirt,
-trouser, sneaker, bag), drawn at 1 to 2 times their 28x28 size and in random
-colours, which may hide each other a little; training scenes use
-Fashion-MNIST training items, validation scenes its test items.
-
-Two datasets are written, in the real formats of COCO and ADE20K, so that
-mmdet's ``CocoDataset`` and mmseg's ``BaseSegDataset`` read them unchanged::
-
-    OUT_DIR/coco/annotations/instances_train.json   # boxes + polygon masks
-    OUT_DIR/coco/annotations/instances_val.json
-    OUT_DIR/coco/train/000001.jpg ...
-    OUT_DIR/coco/val/000001.jpg ...
-    OUT_DIR/ade/images/training/ADE_train_00000001.jpg ...
-    OUT_DIR/ade/images/validation/ADE_val_00000001.jpg ...
-    OUT_DIR/ade/annotations/training/ADE_train_00000001.png ...
-    OUT_DIR/ade/annotations/validation/ADE_val_00000001.png ...
-
-COCO boxes and polygons outline the visible part of each item (what is not
-hidden by items pasted later); ``area`` is its pixel count. The ADE20K label
-maps follow ADE20K's convention: 0 is "other" (ignored; nothing here is
-left unlabelled), 1 the scene behind the items, 2.. the item classes. With
-``reduce_zero_label=True`` mmseg trains on the classes ``CLASSES_SEG``
-(``background`` = 0, then the item classes).
-
-The scenes are the same, byte for byte, on every run with the same library
-versions (one seed per scene, derived from ``seed``). A few hundred scenes
-take seconds. :func:`build` writes them, and does nothing when ``out_dir``
-already holds the data of the same settings; its command line is
-``tools/dataset_converters/make_demo_scenes.py`` (:mod:`mmtnt.datasets.cli`).
+Fashion-MNIST items (t-shirt, trouser, sneaker, bag) are cut out, coloured
+and pasted, 2 to 4 per 128x128 scene, onto crops of the pictures that
+scikit-image ships; nothing is downloaded. The scenes are written in the
+COCO and ADE20K formats (layout in docs/datasets.md): COCO boxes and
+polygons outline the visible part of each item; ADE20K label maps hold 0
+"other" (ignored), 1 the scene behind the items, 2.. the item classes
+(``CLASSES_SEG`` with ``reduce_zero_label=True``). The scenes are the same,
+byte for byte, for the same seed and library versions.
 
 Examples:
     >>> from mmtnt.datasets.demo_scenes import build
@@ -55,7 +30,7 @@ from skimage import data as skdata
 from skimage import measure, transform
 from skimage.color import hsv2rgb
 
-from .fashion_mnist import find_source, package_dirs
+from .fashion_mnist import find_sources
 
 # Fashion-MNIST label -> class name, in the datasets' class order.
 ITEM_CLASSES = {0: 'tshirt', 1: 'trouser', 7: 'sneaker', 8: 'bag'}
@@ -96,17 +71,11 @@ def load_items(split, src=None):
     Returns:
         dict: Class index (0..) -> uint8 array (N, 28, 28).
     """
-    src_dirs = [src] if src else package_dirs()
-    paths = []
-    for kind in ('images-idx3-ubyte', 'labels-idx1-ubyte'):
-        name = f'{split}-{kind}'
-        path = find_source(name, src_dirs)
-        if path is None:
-            raise FileNotFoundError(
-                f'{name} not found in {", ".join(src_dirs)}: install the '
-                'Debian package dataset-fashion-mnist or pass --src DIR.')
-        paths.append(path)
-    images, labels = read_idx(paths[0]), read_idx(paths[1])
+    images, labels = map(
+        read_idx,
+        find_sources(
+            [f'{split}-images-idx3-ubyte', f'{split}-labels-idx1-ubyte'],
+            src).values())
     return {
         index: images[labels == label]
         for index, label in enumerate(ITEM_CLASSES)

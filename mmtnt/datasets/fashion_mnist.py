@@ -1,14 +1,9 @@
 """Put Fashion-MNIST where mmpretrain's ``FashionMNIST`` dataset reads it.
 
-The embedded demo (``configs/demo/``) trains on Fashion-MNIST without any
-download: the four gzipped idx files come from the Debian package
-``dataset-fashion-mnist`` (``apt-get install dataset-fashion-mnist``), or
-from any folder given as ``src`` that holds them (gzipped or not).
-:func:`prepare` writes the un-gzipped files mmpretrain expects
-(``train-images-idx3-ubyte``, ...) and does nothing when they are already
-there and complete. The module uses only the Python standard library; its
-command line is ``tools/dataset_converters/prepare_fashion_mnist.py``
-(:mod:`mmtnt.datasets.cli`).
+The four gzipped idx files come from the Debian package
+``dataset-fashion-mnist``, or from a folder ``src`` that holds them
+(gzipped or not); :func:`prepare` writes the un-gzipped files and does
+nothing when they are already there and complete. Standard library only.
 
 Examples:
     >>> from mmtnt.datasets.fashion_mnist import prepare
@@ -76,13 +71,9 @@ def is_complete(path, name):
 
 
 def package_dirs():
-    """Folders that the Debian package installed the idx files into.
-
-    Returns:
-        list[str]: The folders that ``dpkg -L`` lists for the package's
-        files (none without dpkg or the package), then ``DEB_DIR``, the
-        usual place.
-    """
+    """Folders that the Debian package installed the idx files into: those
+    ``dpkg -L`` lists (none without dpkg or the package), then
+    ``DEB_DIR``, the usual place."""
     try:
         out = subprocess.run(['dpkg', '-L', DEB_PACKAGE],
                              capture_output=True,
@@ -122,14 +113,38 @@ def find_source(name, src_dirs):
     return None
 
 
-def copy_uncompressed(src, dst):
-    """Write ``src`` (gzipped or not) to ``dst`` atomically: through a
-    temporary file in ``dst``'s folder, renamed when complete.
+def find_sources(names, src=None):
+    """The source file of each of ``names`` (keys of ``FILES``).
 
     Args:
-        src (str): The source file; gzipped when it ends in ``.gz``.
-        dst (str): The un-gzipped file to write.
+        names (list[str]): Un-gzipped file names.
+        src (str, optional): The folder to look in. Defaults to the Debian
+            package's (:func:`package_dirs`).
+
+    Returns:
+        dict[str, str]: Name -> path (:func:`find_source`).
+
+    Raises:
+        FileNotFoundError: Naming the missing files, where it looked and
+            how to get them.
     """
+    src_dirs = [src] if src else package_dirs()
+    sources = {name: find_source(name, src_dirs) for name in names}
+    missing = [name for name, path in sources.items() if path is None]
+    if missing:
+        hint = (f'check the folder given with --src, or use the Debian '
+                f'package {DEB_PACKAGE}' if src else
+                f'install the Debian package {DEB_PACKAGE} '
+                f'(sudo apt-get install {DEB_PACKAGE}) or pass --src DIR')
+        raise FileNotFoundError(
+            f'Fashion-MNIST files not found ({", ".join(missing)}; looked '
+            f'in {", ".join(src_dirs)}): {hint}.')
+    return sources
+
+
+def copy_uncompressed(src, dst):
+    """Write ``src`` (gzipped when it ends in ``.gz``) un-gzipped to
+    ``dst`` atomically: through a temporary file renamed when complete."""
     opener = gzip.open if src.endswith('.gz') else open
     folder = os.path.dirname(os.path.abspath(dst))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
@@ -145,9 +160,8 @@ def copy_uncompressed(src, dst):
 
 
 def prepare(out_dir, src=None):
-    """Fill ``out_dir`` with the four un-gzipped files of ``FILES``.
-
-    Files already complete there are kept.
+    """Fill ``out_dir`` with the four un-gzipped files of ``FILES``; files
+    already complete there are kept.
 
     Args:
         out_dir (str): The output folder, made if missing.
@@ -166,26 +180,14 @@ def prepare(out_dir, src=None):
         >>> prepare('data/fashion_mnist')  # doctest: +SKIP
         ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte',
          't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte']
-        >>> prepare('data/fashion_mnist')  # doctest: +SKIP
-        []
     """
-    src_dirs = [src] if src else package_dirs()
     todo = [
         name for name in FILES
         if not is_complete(os.path.join(out_dir, name), name)
     ]
     if not todo:
         return []
-    sources = {name: find_source(name, src_dirs) for name in todo}
-    missing = [name for name, path in sources.items() if path is None]
-    if missing:
-        where = ', '.join(src_dirs)
-        hint = ('check the folder given with --src' if src else
-                f'install the Debian package {DEB_PACKAGE} '
-                f'(sudo apt-get install {DEB_PACKAGE}) or pass --src DIR')
-        raise FileNotFoundError(
-            f'Fashion-MNIST files not found ({", ".join(missing)}; looked '
-            f'in {where}): {hint}.')
+    sources = find_sources(todo, src)
     os.makedirs(out_dir, exist_ok=True)
     for name in todo:
         dst = os.path.join(out_dir, name)

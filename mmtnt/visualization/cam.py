@@ -2,15 +2,9 @@
 ``pytorch_grad_cam`` (the ``grad-cam`` package).
 
 The backbones emit tokens, which :class:`CAMReshape` lays out as maps on
-the token grids that every mmtnt backbone declares for an input size
-(``stage_token_grids``): tokens (B, extra + h * w, C) of a stage, after the
-backbone's extra tokens (TNT's class token, ``num_extra_tokens``), fill the
-stage's grid row by row.
-
-The grids are worked out from the size of the image entering the backbone
-(recorded by a forward hook), so any input size works; where a backbone
-padded the image up to a multiple of its stride, the map is resampled to the
-image's own extent, so that it lies on the pixels it describes.
+the token grids that every mmtnt backbone declares for the input size
+(``stage_token_grids``), resampled to the image's own extent where the
+backbone padded it.
 """
 import mmcv
 import numpy as np
@@ -41,11 +35,8 @@ METHODS = {
 def crop_to_image(fmap, stride, image_hw):
     """Resample a map whose cells are ``stride`` pixels, laid from the
     top-left corner over an image padded at the bottom and right, so that
-    it spans the image only.
-
-    The map keeps its number of cells; bilinear sampling (linear, so maps
-    and their gradients are resampled alike) takes each cell's value at the
-    position of its centre on the image.
+    it spans the image only; the cells keep their number, each bilinearly
+    sampled at the position of its centre on the image.
 
     Args:
         fmap (Tensor): Shape (B, C, h, w), covering ``h * stride`` x
@@ -81,12 +72,11 @@ class CAMReshape:
     backbones: lay a target layer's output out as a map (B, C, h, w) over
     the input image.
 
-    A forward pre-hook on the backbone records the size of its input; the
-    backbone's stage token grids of that size say where the tokens lie.
-    Tokens (B, N, C) are taken, after the backbone's extra tokens (TNT's
-    class token), as the row-major grid with as many cells; maps
-    (B, C, h, w) pass as they are. Either is then resampled to the image's
-    own extent when the backbone padded it (:func:`crop_to_image`).
+    A forward pre-hook records the size of the backbone's input, whose
+    stage token grids say where tokens lie: tokens (B, N, C) after the
+    extra ones (TNT's class token) fill the grid with as many cells row by
+    row; maps (B, C, h, w) pass as they are. Either is then resampled to the
+    image's own extent (:func:`crop_to_image`).
 
     Args:
         model (ImageClassifier): The model, with a ``backbone``.

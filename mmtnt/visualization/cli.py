@@ -13,17 +13,8 @@ from .target_layers import (default_target_layers, layer_expression,
 
 
 def parse_args(argv=None):
-    """Parse ``IMG CONFIG CHECKPOINT [options]``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The parsed arguments.
-
-    Raises:
-        SystemExit: For an unknown ``--method`` (argparse's usage error).
-    """
+    """Parse the command line of ``vis_cam.py`` (``argv``, else
+    ``sys.argv``); an unknown ``--method`` is a usage error."""
     parser = argparse.ArgumentParser(
         description='Draw the class activation map of an mmtnt classifier '
         'on an image.')

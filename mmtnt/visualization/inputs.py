@@ -6,8 +6,6 @@ import numpy as np
 from mmengine.dataset import Compose, default_collate
 from mmengine.registry import DefaultScope
 
-from ..utils import register_checkpoint_safe_globals
-
 
 def build_classifier(cfg, checkpoint=None, device='cpu'):
     """Build the classifier of a config and load its weights.
@@ -41,7 +39,6 @@ def build_classifier(cfg, checkpoint=None, device='cpu'):
             f'vis_cam.py explains image classifiers (configs with '
             f"default_scope='mmpretrain'); this config has "
             f'default_scope={scope!r} (a detector or segmentor).')
-    register_checkpoint_safe_globals()
     model = get_model(cfg, checkpoint, device=device)
     if not isinstance(model, ImageClassifier) or not model.with_head:
         raise ValueError(

@@ -1,7 +1,7 @@
 """The layers a class activation map is made from: named by Python
 expressions relative to the model (``'backbone.stages[-1].norm'``), with a
 default for every backbone."""
-import ast
+import re
 
 import torch.nn as nn
 from mmengine.utils.dl_utils import is_norm
@@ -30,6 +30,26 @@ def _children(module, expression):
     return ', '.join(names) or '(none: it is a leaf module)'
 
 
+# An attribute (after a dot, or first) or an integer index in brackets.
+_STEP = re.compile(r'(?:^|\.)([A-Za-z_]\w*)|\[\s*(-?\d+)\s*\]')
+
+
+def _steps(expression):
+    """The attribute names and integer indices ``expression`` is made of,
+    in order; None when it is not made of them alone."""
+    expression = expression.strip()
+    steps, end = [], 0
+    for match in _STEP.finditer(expression):
+        if match.start() != end:
+            return None
+        name, index = match.groups()
+        steps.append(name if name is not None else int(index))
+        end = match.end()
+    if end != len(expression) or not steps or isinstance(steps[0], int):
+        return None
+    return steps
+
+
 def resolve_layer(model, expression):
     """Find the submodule of ``model`` that ``expression`` names.
 
@@ -55,38 +75,15 @@ def resolve_layer(model, expression):
     modules = dict(model.named_modules())
     if expression in modules and expression:
         return modules[expression]
-    try:
-        node = ast.parse(expression.strip(), mode='eval').body
-    except SyntaxError:
-        node = None
-    steps = []
-    while node is not None:
-        if isinstance(node, ast.Attribute):
-            steps.append(node.attr)
-            node = node.value
-        elif isinstance(node, ast.Subscript):
-            try:
-                index = ast.literal_eval(node.slice)
-            except ValueError:
-                index = None
-            if not isinstance(index, int):
-                node = None
-                break
-            steps.append(index)
-            node = node.value
-        elif isinstance(node, ast.Name):
-            steps.append(node.id)
-            break
-        else:
-            node = None
-    if node is None:
+    steps = _steps(expression)
+    if steps is None:
         raise ValueError(
             f'Cannot read the target layer {expression!r}: write attributes '
             f'and integer indices from the model, e.g. '
             f'"backbone.stages[-1].norm". The model has: '
             f'{_children(model, "")}.')
     layer, path = model, ''
-    for step in reversed(steps):
+    for step in steps:
         if isinstance(step, int):
             if not isinstance(layer, (nn.ModuleList, nn.Sequential)):
                 raise ValueError(

@@ -1,15 +1,9 @@
 """Draw the class activation map (CAM) of an mmtnt classifier on an image.
 
-The image goes through the config's test pipeline and data preprocessor, as
-in testing; ``pytorch_grad_cam`` (the ``grad-cam`` package) weighs the
-outputs of the target layers by the gradients of the chosen class score (or
-without gradients, for Eigen-CAM); the map, as large as the transformed
-image, is drawn over it and saved as a PNG.
-
-The backbones emit tokens, which are laid out as maps on the token grids
-that every mmtnt backbone declares for the input size; where a backbone
-padded the image, the map is resampled to the image's own extent. The work
-is done by :mod:`mmtnt.visualization` (the command line:
+The image goes through the config's test pipeline, as in testing; the map
+of the chosen class (``pytorch_grad_cam``, the ``grad-cam`` package) is laid
+on the backbone's token grids, drawn over the image and saved as a PNG. The
+work is done by :mod:`mmtnt.visualization` (its command line:
 :mod:`mmtnt.visualization.cli`).
 
 Examples::
