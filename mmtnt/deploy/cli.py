@@ -46,14 +46,8 @@ DEFAULT_CALIBRATION_IMAGES = 64
 
 
 def parse_export_args(argv=None):
-    """Parse the command line of ``pytorch2onnx.py``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The parsed arguments.
-    """
+    """Parse the command line of ``pytorch2onnx.py`` (``argv``, else
+    ``sys.argv``)."""
     parser = argparse.ArgumentParser(
         description='Export an mmtnt classifier, segmentor or detector to '
         'ONNX.')
@@ -298,14 +292,8 @@ def export_main(argv=None):
 
 
 def parse_evaluate_args(argv=None):
-    """Parse the command line of ``tools/deployment/test.py``.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The parsed arguments.
-    """
+    """Parse the command line of ``tools/deployment/test.py`` (``argv``,
+    else ``sys.argv``)."""
     parser = argparse.ArgumentParser(
         description='Evaluate an ONNX graph (fp32 or INT8) of a classifier, '
         'segmentor or detector on the test set of its config, with ONNX '
