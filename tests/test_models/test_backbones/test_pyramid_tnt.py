@@ -36,9 +36,16 @@ def params_without_grad(model):
 
 
 @pytest.mark.parametrize('arch', ARCHS)
-def test_featmaps_of_every_arch(arch):
+def test_every_arch_is_the_official_one(arch):
+    """Each arch has the official parameter count and training size, and
+    gives a map of its channels at each stride (the shapes and padding of
+    other sizes do not depend on the arch: the tiny one checks them)."""
     model = PyramidTNT(arch=arch, out_indices=(0, 1, 2, 3),
                        out_type='featmap').eval()
+    total = count_params(model) + model.embed_dims * 1000 + 1000
+    expected = OFFICIAL_PARAMS[arch]
+    assert abs(total - expected) / expected < 0.005, total
+    assert model.img_size == ((192, 192) if arch == 'ti' else (256, 256))
     grids = model.token_grids(64, 96)
     assert [grid.stride for grid in grids] == [8, 16, 32, 64]
     assert [grid.channels for grid in grids] == list(
@@ -48,13 +55,12 @@ def test_featmaps_of_every_arch(arch):
     assert [o.shape for o in outs] == expected_shapes(model, 1, 64, 96)
 
 
-# 'ti' has a 6-block stage (inner layer in block 0 only), 's' an 8-block one
-# (blocks 0 and 1), like 'm' and 'b'.
-@pytest.mark.parametrize('arch', ['ti', 's'])
+# Stage 0 has a block without the inner layer, stage 1 more than 6 blocks
+# (the inner layer in blocks 0 and 1), as in the released archs.
 @pytest.mark.parametrize('upsample', [False, True])
-def test_backward_reaches_every_parameter(arch, upsample):
+def test_backward_reaches_every_parameter(upsample):
     model = PyramidTNT(
-        arch=arch,
+        arch=dict(TINY, depths=[2, 7, 1, 1]),
         out_indices=(0, 1, 2, 3),
         out_type='featmap',
         upsample_featmaps=upsample,
@@ -67,28 +73,9 @@ def test_backward_reaches_every_parameter(arch, upsample):
     assert not params_without_grad(model)
 
 
-@pytest.mark.parametrize('arch', ARCHS)
-def test_classification_feature(arch):
-    model = PyramidTNT(arch=arch).eval()
-    size = model.img_size
-    assert size == ((192, 192) if arch == 'ti' else (256, 256))
-    with torch.no_grad():
-        outs = model(torch.randn(2, 3, *size))
-    assert len(outs) == 1 and outs[0].shape == (2, model.embed_dims)
-
-
-@pytest.mark.parametrize('arch', ARCHS)
-def test_param_count_matches_official(arch):
-    model = PyramidTNT(arch=arch)
-    total = count_params(model) + model.embed_dims * 1000 + 1000
-    expected = OFFICIAL_PARAMS[arch]
-    assert abs(total - expected) / expected < 0.005, total
-
-
 @pytest.mark.parametrize('size', SIZES)
 def test_every_size_native_strides(size):
-    # Shapes and padding do not depend on the arch: use the smallest.
-    model = PyramidTNT(arch='ti', out_indices=(0, 1, 2, 3),
+    model = PyramidTNT(arch=TINY, out_indices=(0, 1, 2, 3),
                        out_type='featmap').eval()
     with torch.no_grad():
         outs = model(torch.randn(1, 3, *size))
@@ -98,7 +85,7 @@ def test_every_size_native_strides(size):
 
 @pytest.mark.parametrize('size', [(224, 224), (200, 328), (800, 1216)])
 def test_detection_strides(size):
-    model = PyramidTNT(arch='ti', out_indices=(0, 1, 2, 3),
+    model = PyramidTNT(arch=TINY, out_indices=(0, 1, 2, 3),
                        out_type='featmap', upsample_featmaps=True).eval()
     with torch.no_grad():
         outs = model(torch.randn(1, 3, *size))
@@ -155,7 +142,7 @@ def test_custom_arch_and_sr_ratios():
 
 
 def test_inner_layer_only_where_official_runs_it():
-    model = PyramidTNT(arch='b')  # depths 2, 10, 6, 2
+    model = PyramidTNT(arch=dict(TINY, depths=[2, 10, 6, 2]))  # 'b' depths
     with_inner = [[block.has_inner for block in stage.blocks]
                   for stage in model.stages]
     assert with_inner == [[True, False], [True, True] + [False] * 8,
