@@ -36,8 +36,8 @@ def stage_drop_path_rates(drop_path_rate, depths):
     """Stochastic depth rising linearly over all blocks, one list a stage.
 
     Examples:
-        >>> stage_drop_path_rates(0.3, [1, 3])
-        [[0.0], [0.1, 0.2, 0.3]]
+        >>> stage_drop_path_rates(0.2, [1, 2])
+        [[0.0], [0.1, 0.2]]
     """
     rates = drop_path_rates(drop_path_rate, sum(depths))
     starts = itertools.accumulate(depths, initial=0)

@@ -194,8 +194,7 @@ class PyramidTNTStage(nn.Module):
         num_heads_outer (int): Heads of the sentence attention.
         num_heads_inner (int): Heads of the word attention.
         sr_ratio (int): Spatial reduction of the sentence attention.
-        pos_grid (tuple[int, int]): The sentence grid the attention bias is
-            stored for.
+        pos_grid (tuple[int, int]): The grid the attention bias is for.
         drop_path_rates (list[float]): Stochastic depth rate of each block.
         norm_cfg (dict): The norm layer.
         attn_cfg (dict): The other arguments of the attentions.
@@ -278,12 +277,10 @@ class PyramidTNT(BaseBackbone):
 
     A PyTorch implementation of `PyramidTNT: Improved Transformer-in-
     Transformer Baselines with Pyramid Architecture
-    <https://arxiv.org/abs/2201.00978>`_: a convolutional stem
-    (:class:`ConvStem`), then four stages (:class:`PyramidTNTStage`) at
-    strides 8, 16, 32 and 64. The image is padded at the bottom and right to
-    a multiple of 8; the sentence position embedding and every stage's
-    attention bias, stored for ``img_size``, are resized to the actual grids
-    (and to ``img_size`` when a checkpoint made at another size is loaded).
+    <https://arxiv.org/abs/2201.00978>`_: a convolutional stem, then four
+    stages at strides 8, 16, 32 and 64. The position terms, stored for
+    ``img_size``, are resized to the actual grids (and to ``img_size`` when
+    a checkpoint made at another size is loaded).
 
     Args:
         arch (str | dict): ``'ti'``/``'tiny'``, ``'s'``/``'small'``,

@@ -144,12 +144,10 @@ class TNT(BaseBackbone):
     """Transformer in Transformer.
 
     A PyTorch implementation of `Transformer in Transformer
-    <https://arxiv.org/abs/2103.00112>`_: an image is cut into sentences
-    (``patch_size`` squares, the image zero-padded at the right and bottom),
-    each sentence into words, and runs through :class:`TNTBlock` blocks (the
-    stages of :class:`BaseBackbone`). The sentence position embedding,
-    stored for ``img_size``, is resized to the actual grid (and to
-    ``img_size`` when a checkpoint made at another size is loaded).
+    <https://arxiv.org/abs/2103.00112>`_: sentences (``patch_size``
+    squares) of words run through :class:`TNTBlock` blocks (the stages of
+    :class:`BaseBackbone`). The sentence position embedding, stored for
+    ``img_size``, is resized to the actual grid (a checkpoint's to it).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``, or a dict

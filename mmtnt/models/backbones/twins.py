@@ -130,10 +130,9 @@ class PCPVT(BaseBackbone):
 
     A PyTorch implementation of `Twins: Revisiting the Design of Spatial
     Attention in Vision Transformers <https://arxiv.org/abs/2104.13840>`_:
-    four stages (:class:`TwinsStage`) of transformer blocks with global
-    sub-sampled attention (GSA), at strides 4, 8, 16 and 32. Each stage's
-    map must be at least ``sr_ratio`` tokens high and wide (inputs of 29x29
-    pixels for the released archs).
+    four stages of blocks with global sub-sampled attention (GSA), at
+    strides 4, 8, 16 and 32; each stage's map must be at least ``sr_ratio``
+    tokens a side (inputs of 29x29 pixels for the released archs).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``,
