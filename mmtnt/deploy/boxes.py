@@ -1,11 +1,6 @@
-"""Boxes in exported detector graphs: decoding, image sizes, NMS, and the
-checks that mmdet's heads decode and suppress as these functions do.
-
-Both the dense heads (:mod:`mmtnt.deploy.detection`) and the second stage
-of Mask R-CNN (:mod:`mmtnt.deploy.roi_heads`) build on them. They are
-written with ops that ``torch.export`` traces at symbolic sizes and that
-the ONNX exporter translates to standard operators
-(``torchvision.ops.nms`` becomes ``NonMaxSuppression``).
+"""Boxes in exported detector graphs (:mod:`mmtnt.deploy.detection`,
+:mod:`mmtnt.deploy.roi_heads`): decoding, image sizes, NMS, and the checks
+that mmdet's heads decode and suppress as these functions do.
 """
 import math
 
@@ -14,16 +9,13 @@ import torchvision
 
 #: The box coder the heads must use.
 BOX_CODER = 'DeltaXYWHBBoxCoder'
-#: The widest width/height ratio change of a decoded box: the default of
-#: ``DeltaXYWHBBoxCoder.decode``, which mmdet's heads keep.
+#: ``DeltaXYWHBBoxCoder.decode``'s default, which mmdet's heads keep.
 WH_RATIO_CLIP = 16 / 1000
 
 
 def decode_boxes(coder, priors, deltas, img_shape):
     """Boxes from priors and deltas as mmdet's ``DeltaXYWHBBoxCoder``
-    (without ``add_ctr_clamp``) decodes them with ``max_shape=img_shape``:
-    width and height changes clamped at :data:`WH_RATIO_CLIP`, then the
-    boxes clipped to the image.
+    (without ``add_ctr_clamp``) decodes them with ``max_shape=img_shape``.
 
     Args:
         coder (DeltaXYWHBBoxCoder): The head's box coder.
@@ -57,12 +49,8 @@ def decode_boxes(coder, priors, deltas, img_shape):
 
 
 def size_tensor(img_shape):
-    """``img_shape`` (H, W) as an int64 tensor (2, ).
-
-    Args:
-        img_shape (tuple | Tensor): Ints, symbolic sizes (which
-            ``torch.full`` keeps symbolic under ``torch.export``) or
-            already a tensor, returned as it is.
+    """``img_shape`` (H, W), ints or symbolic sizes, as an int64 tensor
+    (2, ); a tensor is returned as it is.
 
     Examples:
         >>> size_tensor((96, 128)).tolist()
@@ -77,15 +65,13 @@ def image_size(pad_shape, img_shape=None):
     """mmdet's ``img_shape`` of a maybe padded input of size ``pad_shape``.
 
     Args:
-        pad_shape (tuple): The input's height and width (ints or symbolic
-            sizes).
+        pad_shape (tuple): The input's height and width.
         img_shape (Tensor, optional): (2, ) int64, the image's size before
-            padding; capped at ``pad_shape``, so that any size no smaller
-            than the input's stands for the input's.
+            padding, capped at ``pad_shape``.
 
     Returns:
-        tuple | Tensor: ``pad_shape`` itself without ``img_shape``, else
-        the capped tensor (2, ).
+        tuple | Tensor: ``pad_shape`` without ``img_shape``, else the
+        capped tensor (2, ).
 
     Examples:
         >>> image_size((96, 128), torch.tensor([90, 200])).tolist()

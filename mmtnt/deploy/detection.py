@@ -1,16 +1,11 @@
 """mmdet detectors as graphs that end in their detections, for ONNX.
 
 :class:`DetectorGraph` runs a detector on one preprocessed image and
-returns what mmdet's ``predict(inputs, data_samples, rescale=False)``
-returns for it (``scale_factor`` 1): boxes, scores, labels and, for Mask
-R-CNN, masks (per RoI by default). ``img_shape`` is the input size, or
-the size of the image within a padded input when it is given as a second
-input. The dense heads' post-processing is written here with ops that
+returns what mmdet's ``predict(..., rescale=False)`` returns for it. The
+dense heads' post-processing is written here with ops that
 ``torch.export`` traces at symbolic input sizes and that the ONNX exporter
-translates to standard operators (the boxes' part in
-:mod:`mmtnt.deploy.boxes`, the second stage of Mask R-CNN in
-:mod:`mmtnt.deploy.roi_heads`); the anchors are computed from the
-feature-map sizes inside the graph.
+translates to standard operators (boxes in :mod:`mmtnt.deploy.boxes`, the
+second stage of Mask R-CNN in :mod:`mmtnt.deploy.roi_heads`).
 """
 import torch
 import torch.nn as nn
@@ -27,26 +22,13 @@ UNPADDED = (2**62, 2**62)
 
 
 def level_scores(head, cls_score):
-    """One level's class scores of one image, (num_priors, num_classes).
-
-    Args:
-        head (nn.Module): An mmdet anchor head (``use_sigmoid_cls``,
-            ``cls_out_channels``).
-        cls_score (Tensor): Its output for the level, (A * C, H, W).
-
-    Returns:
-        Tensor: Sigmoid scores, or softmax ones without the background.
-    """
+    """One level's class scores (num_priors, num_classes) of one image,
+    from an mmdet anchor head's output (A * C, H, W): sigmoid scores, or
+    softmax ones without the background."""
     logits = cls_score.permute(1, 2, 0).reshape(-1, head.cls_out_channels)
     if head.use_sigmoid_cls:
         return logits.sigmoid()
     return logits.softmax(-1)[:, :-1]
-
-
-def level_deltas(bbox_pred):
-    """One level's box deltas of one image, (A * H * W, 4), in the order of
-    the priors."""
-    return bbox_pred.permute(1, 2, 0).reshape(-1, 4)
 
 
 def top_candidates(scores, count):
@@ -77,10 +59,8 @@ def top_candidates(scores, count):
 
 def head_candidates(head, cls_scores, bbox_preds, nms_pre):
     """The ``nms_pre`` best (prior, class) scores of each level of a dense
-    head, in one image, with their priors and deltas.
-
-    The priors are made from the feature-map sizes, by the head's prior
-    generator.
+    head in one image, with their priors (made from the feature-map sizes
+    by the head's prior generator) and deltas.
 
     Args:
         head (nn.Module): An mmdet anchor head.
@@ -103,20 +83,38 @@ def head_candidates(head, cls_scores, bbox_preds, nms_pre):
         top, index = top_candidates(scores, nms_pre)
         num_classes = scores.shape[1]
         prior = torch.div(index, num_classes, rounding_mode='floor')
+        deltas = bbox_pred[0].permute(1, 2, 0).reshape(-1, 4)
         values = (top, index % num_classes, torch.full_like(index, level),
-                  priors[prior], level_deltas(bbox_pred[0])[prior])
+                  priors[prior], deltas[prior])
         for values_so_far, value in zip(found, values):
             values_so_far.append(value)
     return tuple(torch.cat(values) for values in found)
 
 
+def head_detections(head, cls_scores, bbox_preds, img_shape, cfg, rpn):
+    """Boxes, scores and classes of :func:`dense_head_detections`, or with
+    ``rpn`` those of :func:`rpn_proposals` with their levels."""
+    scores, labels, levels, priors, deltas = head_candidates(
+        head, cls_scores, bbox_preds, cfg.get('nms_pre', -1))
+    if rpn:
+        labels = levels
+    else:
+        above = scores > cfg.get('score_thr', 0)
+        scores, labels, priors, deltas = (
+            value[above] for value in (scores, labels, priors, deltas))
+    boxes = decode_boxes(head.bbox_coder, priors, deltas, img_shape)
+    boxes, scores, labels = keep_large(boxes, cfg.get('min_bbox_size', -1),
+                                       scores, labels)
+    keep = nms_by_group(boxes, scores, labels, cfg.nms)[:cfg.max_per_img]
+    return boxes[keep], scores[keep], labels[keep]
+
+
 def dense_head_detections(head, cls_scores, bbox_preds, img_shape, cfg=None):
     """A dense head's detections in one image, as mmdet's
-    ``BaseDenseHead.predict_by_feat`` (``rescale=False``, with NMS).
-
-    Per level the ``nms_pre`` best (prior, class) scores are kept, then
-    those above ``score_thr``; their boxes are decoded, NMS is applied per
-    class and the ``max_per_img`` best are returned.
+    ``BaseDenseHead.predict_by_feat`` (``rescale=False``, with NMS): per
+    level the ``nms_pre`` best (prior, class) scores, of those the ones
+    above ``score_thr``, decoded, NMS per class and the ``max_per_img``
+    best.
 
     Args:
         head (nn.Module): An mmdet anchor head (RetinaHead).
@@ -132,67 +130,45 @@ def dense_head_detections(head, cls_scores, bbox_preds, img_shape, cfg=None):
         decreasing score and labels (K, ) int64.
     """
     cfg = head.test_cfg if cfg is None else cfg
-    scores, labels, _, priors, deltas = head_candidates(
-        head, cls_scores, bbox_preds, cfg.get('nms_pre', -1))
-    above = scores > cfg.get('score_thr', 0)
-    scores, labels, priors, deltas = (
-        value[above] for value in (scores, labels, priors, deltas))
-    boxes = decode_boxes(head.bbox_coder, priors, deltas, img_shape)
-    boxes, scores, labels = keep_large(boxes, cfg.get('min_bbox_size', -1),
-                                       scores, labels)
-    keep = nms_by_group(boxes, scores, labels, cfg.nms)[:cfg.max_per_img]
-    return boxes[keep], scores[keep], labels[keep]
+    return head_detections(head, cls_scores, bbox_preds, img_shape, cfg,
+                           rpn=False)
 
 
 def rpn_proposals(head, cls_scores, bbox_preds, img_shape, cfg):
     """An RPN head's proposals in one image, as mmdet's
-    ``RPNHead._predict_by_feat_single`` (``rescale=False``).
-
-    Per level the ``nms_pre`` best anchors are decoded; boxes not larger
-    than ``min_bbox_size`` are dropped, NMS is applied per level and the
-    ``max_per_img`` best are kept.
+    ``RPNHead._predict_by_feat_single`` (``rescale=False``): per level the
+    ``nms_pre`` best anchors, decoded, those larger than ``min_bbox_size``,
+    NMS per level and the ``max_per_img`` best.
 
     Args:
         head (nn.Module): An mmdet ``RPNHead``.
-        cls_scores (list[Tensor]): Its objectness logits per level,
-            (1, A, H, W).
-        bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
-        img_shape (tuple | Tensor): Height and width of the image, which
-            the boxes are clipped to (see :func:`decode_boxes`).
+        cls_scores, bbox_preds, img_shape: As for
+            :func:`dense_head_detections` (objectness logits (1, A, H, W)).
         cfg (dict): The RPN's test config (``test_cfg.rpn``).
 
     Returns:
         tuple[Tensor, Tensor]: Proposals (K, 4) xyxy and their scores (K, ),
         by decreasing score.
     """
-    scores, _, levels, priors, deltas = head_candidates(
-        head, cls_scores, bbox_preds, cfg.get('nms_pre', -1))
-    boxes = decode_boxes(head.bbox_coder, priors, deltas, img_shape)
-    boxes, scores, levels = keep_large(boxes, cfg.get('min_bbox_size', -1),
-                                       scores, levels)
-    keep = nms_by_group(boxes, scores, levels, cfg.nms)[:cfg.max_per_img]
-    return boxes[keep], scores[keep]
+    boxes, scores, _ = head_detections(head, cls_scores, bbox_preds,
+                                       img_shape, cfg, rpn=True)
+    return boxes, scores
 
 
 class DetectorGraph(nn.Module):
     """What is exported of an mmdet detector: one preprocessed image ->
     its detections.
 
-    The image may be padded, as mmdet's ``DetDataPreprocessor`` pads it
-    (bottom and right, to ``pad_size_divisor``). Its size before padding,
-    mmdet's ``img_shape``, is then the optional second input: boxes are
-    clipped to it and image masks are (K, h, w) of it, as mmdet's
-    ``predict`` gives them. Without it ``img_shape`` is the input's size.
-    A given ``img_shape`` is capped at the input's size: the exported
-    graph's default (:data:`UNPADDED`) thus stands for the input's size,
-    and any size no smaller than the input's gives the one-input results.
+    The image may be padded, as mmdet's ``DetDataPreprocessor`` pads it;
+    its size before padding, mmdet's ``img_shape``, is then the optional
+    second input, capped at the input's size (so the exported default
+    :data:`UNPADDED` stands for the input's size). Boxes are clipped to it.
 
     A Mask R-CNN's masks leave the graph per RoI by default: ``roi_masks``
     (K, 28, 28), the mask head's probabilities for each detection's label
-    over its box. :func:`mmtnt.deploy.masks.paste_masks` turns them into
-    mmdet's binary image masks, with :attr:`mask_threshold`. With
-    ``mask_output='image'`` the graph pastes them itself, ``masks``
-    (K, h, w) bool; its memory then grows with K * h * w.
+    over its box, which :func:`mmtnt.deploy.masks.paste_masks` turns into
+    mmdet's binary image masks. With ``mask_output='image'`` the graph
+    pastes them itself, ``masks`` (K, h, w) bool.
 
     Args:
         detector (nn.Module): An mmdet ``RetinaNet`` (a single-stage
@@ -214,20 +190,11 @@ class DetectorGraph(nn.Module):
         >>> cfg = Config.fromfile(
         ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py')
         >>> graph = DetectorGraph(MODELS.build(cfg.model).eval())
-        >>> boxes, scores, labels = graph(torch.rand(1, 3, 96, 128))
         >>> # a 90x100 image padded to 96x128: boxes within 90x100
         >>> boxes, scores, labels = graph(torch.rand(1, 3, 96, 128),
         ...                               torch.tensor([90, 100]))
         >>> boxes.shape[1], scores.dtype, labels.dtype
         (4, torch.float32, torch.int64)
-        >>> # Mask R-CNN: per-RoI masks, pasted after the graph
-        >>> from mmtnt.deploy.masks import paste_masks
-        >>> cfg = Config.fromfile(
-        ...     'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py')
-        >>> graph = DetectorGraph(MODELS.build(cfg.model).eval())
-        >>> boxes, scores, labels, roi_masks = graph(torch.rand(1, 3, 96, 128))
-        >>> masks = paste_masks(roi_masks, boxes, (96, 128),
-        ...                     graph.mask_threshold)  # (K, 96, 128) bool
     """
 
     def __init__(self, detector, mask_output='roi'):
@@ -245,18 +212,9 @@ class DetectorGraph(nn.Module):
             self.mask_threshold = detector.roi_head.test_cfg.mask_thr_binary
 
     def forward(self, inputs, img_shape=None):
-        """Detections of ``inputs`` (1, C, H, W).
-
-        Args:
-            inputs (Tensor): The preprocessed, maybe padded, image.
-            img_shape (Tensor, optional): (2, ) int64, height and width of
-                the image before padding. Defaults to (H, W).
-
-        Returns:
-            tuple[Tensor]: :attr:`output_names`: boxes (K, 4), scores
-            (K, ), labels (K, ) and, for Mask R-CNN, roi_masks (K, 28, 28)
-            or masks (K, h, w).
-        """
+        """The outputs of :attr:`output_names` for ``inputs`` (1, C, H, W),
+        a preprocessed image maybe padded from ``img_shape`` (2, ) int64,
+        by default (H, W)."""
         img_shape = image_size(inputs.shape[2:], img_shape)
         feats = self.detector.extract_feat(inputs)
         if not self.two_stage:
@@ -273,10 +231,8 @@ class DetectorGraph(nn.Module):
 def check_detector(detector):
     """Raise a ValueError unless :class:`DetectorGraph` exports
     ``detector``: a single-stage detector with a RetinaHead, or a two-stage
-    one with an RPNHead and a StandardRoIHead (see
-    :func:`~mmtnt.deploy.roi_heads.check_roi_head`), whose heads decode
-    with :data:`~mmtnt.deploy.boxes.BOX_CODER` and suppress with plain
-    NMS."""
+    one with an RPNHead and a StandardRoIHead, whose heads decode with
+    :data:`~mmtnt.deploy.boxes.BOX_CODER` and suppress with plain NMS."""
     head = getattr(detector, 'bbox_head', None)
     rpn_head = getattr(detector, 'rpn_head', None)
     roi_head = getattr(detector, 'roi_head', None)

@@ -1,31 +1,14 @@
 """Evaluating deployed graphs: an ONNX graph of a classifier, segmentor or
-detector (fp32 or INT8, from :func:`mmtnt.deploy.export_onnx` or
-:func:`mmtnt.deploy.quantize.quantize_onnx`) run by ONNX Runtime over a
-config's test dataloader and scored by the config's own test evaluator, as
+detector (fp32 or INT8) run by ONNX Runtime over a config's test
+dataloader and scored by the config's own test evaluator, as
 ``tools/test.py`` scores the PyTorch model.
 
-Each batch of the test dataloader goes through the config model's data
-preprocessor (built alone, not the model), then through the graph, whose
-outputs become the data samples that the model's ``predict`` returns:
-
-- classifiers: the ``scores`` (or ``logits``, ``export_graph(model,
-  logits=True)``) become ``pred_score`` and ``pred_label`` through the
-  config's head, as mmpretrain's ``ClsHead._get_predictions`` (or the
-  multi-label head's) sets them;
-- segmentors: the ``seg_logits`` at the input size lose the padding, are
-  resized to the original image and turned into ``pred_sem_seg`` as
-  mmseg's ``EncoderDecoder.postprocess_result`` does; configs whose
-  ``model.test_cfg.mode`` is ``'slide'`` run the graph on each window;
-- detectors, image by image (the padded image and, when the graph takes it,
-  its unpadded ``img_shape``): ``boxes`` scaled back to the original image
-  as mmdet's ``predict(rescale=True)``, with ``scores`` and ``labels``; a
-  Mask R-CNN graph's ``roi_masks`` (K, M, M) are pasted at the original
-  size (:func:`mmtnt.deploy.masks.paste_masks`, mmdet's CPU paste); a
-  graph that pastes ``masks`` itself (K, h, w) is taken as is where the
-  image was not resized.
-
-The registries look names up in the config's ``default_scope`` during the
-evaluation only: no default scope is left behind.
+Each batch goes through the config model's data preprocessor (built alone),
+then through the graph, whose outputs become the data samples that the
+model's ``predict`` returns (:class:`ClassifierPredictions`,
+:class:`SegmentorPredictions`, :class:`DetectorPredictions`). The
+registries look names up in the config's ``default_scope`` during the
+evaluation only.
 """
 import copy
 import os.path as osp
@@ -44,9 +27,6 @@ TASK_OUTPUTS = dict(
     classifier=('scores', 'logits'),
     segmentor=('seg_logits', ),
     detector=('boxes', 'scores', 'labels'))
-#: The outputs that hold a Mask R-CNN graph's masks: per RoI (K, M, M)
-#: probabilities, or pasted into the image (K, h, w) binary.
-MASK_OUTPUTS = ('roi_masks', 'masks')
 
 
 def evaluate_onnx(config,
@@ -69,15 +49,14 @@ def evaluate_onnx(config,
             all when None.
 
     Returns:
-        dict: The evaluator's metrics, as ``tools/test.py`` (mmengine's
-        ``Runner.test``) returns them; they are also logged as it logs
-        them.
+        dict: The evaluator's metrics, returned and logged as
+        ``tools/test.py`` does.
 
     Raises:
         FileNotFoundError: A missing graph, dataset path or annotation file
             (the message names the config key to set).
         ValueError: A config of another task than the graph's, or images
-            the graph cannot take (channels, a fixed size).
+            the graph cannot take.
 
     Examples:
         >>> from mmtnt.deploy.evaluate import evaluate_onnx
@@ -98,18 +77,12 @@ def evaluate_graphs(config,
                     num_images=None):
     """Score several graphs of one model (fp32 and INT8, say) on the same
     test images, loaded and preprocessed once, with one test evaluator
-    each.
-
-    Args:
-        config (str | Config): As for :func:`evaluate_onnx`.
-        onnx_files (dict[str, str]): Name -> ONNX file.
-        num_threads (int, optional): As for :func:`evaluate_onnx`.
-        cfg_options (dict, optional): As for :func:`evaluate_onnx`.
-        num_images (int, optional): As for :func:`evaluate_onnx`.
+    each: :func:`evaluate_onnx` of each of ``onnx_files`` (name -> ONNX
+    file).
 
     Returns:
-        dict: Name -> the evaluator's metrics. Each graph's are logged on a
-        line of their own that begins with its name.
+        dict: Name -> the evaluator's metrics, also logged on a line that
+        begins with the name.
 
     Examples:
         >>> from mmtnt.deploy.evaluate import evaluate_graphs
@@ -145,20 +118,9 @@ def evaluate_graphs(config,
 
 
 def load_test_config(config, cfg_options=None):
-    """A config of a known task, copied, with ``cfg_options`` merged.
-
-    Args:
-        config (str | Config): A config file or a loaded config.
-        cfg_options (dict, optional): Settings to merge.
-
-    Returns:
-        Config: The config.
-
-    Raises:
-        FileNotFoundError: A missing config file.
-        ValueError: A ``default_scope`` other than those of :data:`TASKS`,
-            or no test dataloader or evaluator.
-    """
+    """A config (file, or loaded and then copied) with ``cfg_options``
+    merged; an error for a missing file, a ``default_scope`` not in
+    :data:`TASKS` or no test dataloader or evaluator."""
     from mmengine.config import Config
     if isinstance(config, Config):
         cfg = copy.deepcopy(config)
@@ -184,11 +146,7 @@ def load_test_config(config, cfg_options=None):
 def check_test_files(cfg):
     """Raise a FileNotFoundError that names the config key to set when a
     path of the test dataset, or an annotation file of the test evaluator
-    (mmdet's ``CocoMetric``), is missing.
-
-    Args:
-        cfg (Config): The full config.
-    """
+    (mmdet's ``CocoMetric``), is missing."""
     from mmtnt.utils import check_data_paths
     check_data_paths(cfg, ('test_dataloader', ))
     evaluator = cfg.get('test_evaluator') or {}
@@ -212,10 +170,16 @@ def run_graphs(cfg, sessions, num_images=None):
         loading and preprocessing, and ``time``, that and the graph's
         run and post-processing).
     """
-    from .quantize import build_data_preprocessor
-    loader, metainfo = build_test_loader(cfg, num_images)
+    from .quantize import build_data_preprocessor, build_loader
+    select = None if num_images is None else (
+        lambda length: range(min(num_images, length)))
+    loader, metainfo = build_loader(cfg.test_dataloader, select)
     preprocessor = build_data_preprocessor(cfg)
-    predict = graph_predictions(cfg)
+    task = TASKS[cfg.default_scope]
+    predict = dict(
+        classifier=ClassifierPredictions,
+        segmentor=SegmentorPredictions,
+        detector=DetectorPredictions)[task](cfg)
     evaluators = {}
     for name in sessions:
         evaluators[name] = build_evaluator(cfg.test_evaluator)
@@ -235,33 +199,13 @@ def run_graphs(cfg, sessions, num_images=None):
                 graph_times[name] += time.perf_counter() - start
             start = time.perf_counter()
     batches = max(len(loader), 1)
-    results = {}
-    for name, evaluator in evaluators.items():
-        metrics = evaluator.evaluate(len(loader.dataset))
-        results[name] = (metrics,
-                         dict(
-                             batches=len(loader),
-                             data_time=data_time / batches,
-                             time=(data_time + graph_times[name]) / batches))
-    return results
-
-
-def build_test_loader(cfg, num_images=None):
-    """The config's test dataloader (on its first ``num_images`` images).
-
-    Returns:
-        tuple[DataLoader, dict]: The loader and its dataset's ``metainfo``.
-    """
-    from mmengine.registry import DATASETS
-    from mmengine.runner import Runner
-    from torch.utils.data import Subset
-    loader_cfg = copy.deepcopy(cfg.test_dataloader)
-    dataset = DATASETS.build(loader_cfg.dataset)
-    metainfo = dataset.metainfo
-    if num_images is not None:
-        dataset = Subset(dataset, range(min(num_images, len(dataset))))
-    loader_cfg.dataset = dataset
-    return Runner.build_dataloader(loader_cfg), metainfo
+    return {
+        name: (evaluator.evaluate(len(loader.dataset)),
+               dict(batches=len(loader),
+                    data_time=data_time / batches,
+                    time=(data_time + graph_times[name]) / batches))
+        for name, evaluator in evaluators.items()
+    }
 
 
 def build_evaluator(evaluator_cfg):
@@ -277,38 +221,17 @@ def build_evaluator(evaluator_cfg):
     return Evaluator(evaluator_cfg)
 
 
-def graph_predictions(cfg):
-    """The function that turns a batch into data samples with a graph's
-    predictions, for the config's task.
-
-    Args:
-        cfg (Config): The full config.
-
-    Returns:
-        Callable: ``predict(session, inputs, data_samples)``, where
-        ``inputs`` is the preprocessed batch (N, C, H, W) float32 and
-        ``data_samples`` the preprocessor's; returns them with the
-        predictions set.
-    """
-    task = TASKS[cfg.default_scope]
-    if task == 'classifier':
-        return ClassifierPredictions(cfg)
-    if task == 'segmentor':
-        return SegmentorPredictions(cfg)
-    return DetectorPredictions(cfg)
-
-
 def check_graph_outputs(session, task):
     """Raise a ValueError unless a graph's outputs are those of ``task``'s
     graphs (:data:`TASK_OUTPUTS`)."""
     names = [output.name for output in session.get_outputs()]
     expected = TASK_OUTPUTS[task]
-    if task == 'classifier':
+    classifier = task == 'classifier'
+    if classifier:
         fits = len(names) == 1 and names[0] in expected
-        described = "'scores' or 'logits'"
     else:
         fits = tuple(names[:len(expected)]) == expected
-        described = ', '.join(repr(name) for name in expected)
+    described = (' or ' if classifier else ', ').join(map(repr, expected))
     if not fits:
         raise ValueError(
             f"The graph's outputs are {names}, not those of a {task} graph "
@@ -318,13 +241,9 @@ def check_graph_outputs(session, task):
 
 def check_graph_input(session, shape):
     """Raise a ValueError that says what differs when a graph cannot take
-    preprocessed images of ``shape`` (other channels, or a fixed size that
-    differs); the batch is not checked (:func:`run_batched`).
-
-    Args:
-        session (onnxruntime.InferenceSession): The graph.
-        shape (tuple[int]): (N, C, H, W).
-    """
+    preprocessed images of ``shape`` (N, C, H, W): other channels, or a
+    fixed size that differs (the batch is not checked: :func:`run_batched`
+    fills it up)."""
     expected = graph_input_shape(session)
     channels = expected[1]
     if channels is not None and channels != shape[1]:
@@ -349,17 +268,9 @@ def graph_input_shape(session):
 
 
 def run_batched(session, inputs):
-    """Run a graph on a batch: whole, or in parts of the graph's fixed
-    batch size, the last part filled up with copies of its last image.
-
-    Args:
-        session (onnxruntime.InferenceSession): A classifier or segmentor
-            graph.
-        inputs (np.ndarray): (N, C, H, W) float32.
-
-    Returns:
-        np.ndarray: The first output, N long.
-    """
+    """A classifier or segmentor graph's first output on a batch
+    (N, C, H, W), run whole or in parts of the graph's fixed batch size,
+    the last part filled up with copies of its last image."""
     check_graph_input(session, inputs.shape)
     batch = graph_input_shape(session)[0]
     if batch is None or batch == len(inputs):
@@ -377,11 +288,9 @@ def run_batched(session, inputs):
 
 class ClassifierPredictions:
     """``pred_score`` and ``pred_label`` of a classifier graph, through the
-    config's head (built alone) as mmpretrain's ``predict`` sets them.
-
-    A graph of ``scores`` (softmax, or sigmoid for a multi-label head) is
-    taken back to logits that the head's activation maps to the same
-    scores (their logarithm, or their logit), within float rounding.
+    config's head (built alone) as mmpretrain's ``predict`` sets them. A
+    graph's ``scores`` are taken back to logits that the head's activation
+    (softmax, or a multi-label head's sigmoid) maps to the same scores.
 
     Args:
         cfg (Config): The full config, under its scope.
@@ -402,9 +311,10 @@ class ClassifierPredictions:
 
 class SegmentorPredictions:
     """``seg_logits`` and ``pred_sem_seg`` of a segmentor graph, as mmseg's
-    ``EncoderDecoder.predict`` sets them (whole or sliding-window
-    inference, padding cut, resized to the original image, arg-max or the
-    decode head's threshold for one output channel).
+    ``EncoderDecoder.predict`` sets them: whole or sliding-window
+    inference, padding cut, resized to the original image, arg-max (or
+    the decode head's threshold, mmseg's 0.3 by default, for one output
+    channel).
 
     Args:
         cfg (Config): The full config.
@@ -415,7 +325,6 @@ class SegmentorPredictions:
         if isinstance(decode_head, list):  # cascades: the last head's
             decode_head = decode_head[-1]
         self.align_corners = decode_head.get('align_corners', False)
-        # mmseg's BaseDecodeHead: 0.3 for one output channel by default.
         threshold = decode_head.get('threshold')
         self.threshold = 0.3 if threshold is None else threshold
         self.test_cfg = cfg.model.get('test_cfg') or {}
@@ -464,18 +373,10 @@ class SegmentorPredictions:
 
 
 def slide_logits(session, inputs, crop_size, stride):
-    """Sliding-window logits as mmseg's ``EncoderDecoder.slide_inference``
-    computes them: the graph on each window, overlaps averaged.
-
-    Args:
-        session (onnxruntime.InferenceSession): A segmentor graph.
-        inputs (np.ndarray): (N, C, H, W) float32.
-        crop_size (tuple[int, int]): The windows' height and width.
-        stride (tuple[int, int]): Their steps.
-
-    Returns:
-        Tensor: (N, num_classes, H, W).
-    """
+    """Sliding-window logits (N, num_classes, H, W) of inputs (N, C, H, W)
+    as mmseg's ``EncoderDecoder.slide_inference`` computes them: the
+    graph on each window of ``crop_size`` at steps of ``stride``, overlaps
+    averaged."""
     (crop_h, crop_w), (stride_h, stride_w) = crop_size, stride
     height, width = inputs.shape[2:]
     rows = max(height - crop_h + stride_h - 1, 0) // stride_h + 1
@@ -497,9 +398,12 @@ def slide_logits(session, inputs, crop_size, stride):
 
 
 class DetectorPredictions:
-    """``pred_instances`` of a detector graph, image by image, as mmdet's
-    ``predict(rescale=True)`` sets them: boxes in the original image,
-    masks of its size.
+    """``pred_instances`` of a detector graph, image by image (with its
+    ``img_shape`` where the graph takes it), as mmdet's
+    ``predict(rescale=True)`` sets them: boxes in the original image, masks
+    of its size (a graph's ``roi_masks`` pasted by
+    :func:`~mmtnt.deploy.masks.paste_masks`, its image ``masks`` taken as
+    they are where the image was not resized).
 
     Args:
         cfg (Config): The full config.
@@ -532,23 +436,14 @@ class DetectorPredictions:
         return data_samples
 
     def rescaled(self, outputs, sample):
-        """The detections of one image in its original size.
-
-        Args:
-            outputs (dict): The graph's outputs by name.
-            sample (DetDataSample): The image's, with ``scale_factor``,
-                ``img_shape`` and ``ori_shape``.
-
-        Returns:
-            dict: ``bboxes``, ``scores``, ``labels`` and maybe ``masks``,
-            as tensors.
-        """
+        """``bboxes``, ``scores``, ``labels`` and maybe ``masks`` (tensors)
+        of one image in its original size, from the graph's ``outputs`` by
+        name and the image's data sample."""
         boxes = torch.from_numpy(outputs['boxes'])
-        masks = [name for name in MASK_OUTPUTS if name in outputs]
         detections = dict(
             scores=torch.from_numpy(outputs['scores']),
             labels=torch.from_numpy(outputs['labels']))
-        if not masks:
+        if 'roi_masks' not in outputs and 'masks' not in outputs:
             # mmdet's heads multiply by the reciprocal (scale_boxes).
             detections['bboxes'] = boxes * boxes.new_tensor(
                 [1 / s for s in sample.scale_factor]).repeat(2)
@@ -557,7 +452,7 @@ class DetectorPredictions:
         detections['bboxes'] = boxes / boxes.new_tensor(
             sample.scale_factor).repeat(2)
         ori_shape = tuple(sample.ori_shape[:2])
-        if masks[0] == 'roi_masks':
+        if 'roi_masks' in outputs:
             from .masks import paste_masks
             detections['masks'] = paste_masks(
                 torch.from_numpy(outputs['roi_masks']), detections['bboxes'],
@@ -583,9 +478,6 @@ def format_metrics(metrics, seconds, by_epoch=True, num_digits=4):
             :func:`run_graphs`.
         by_epoch (bool): ``Epoch(test)``, else ``Iter(test)``.
         num_digits (int): Decimals of floats.
-
-    Returns:
-        str: The line.
 
     Examples:
         >>> format_metrics({'accuracy/top1': 87.5},

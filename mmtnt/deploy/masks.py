@@ -1,15 +1,7 @@
-"""Instance masks of Mask R-CNN from its per-RoI masks: pasted into the
-image after the graph (:func:`paste_masks`), or inside it
-(:func:`paste_masks_separable`).
-
-An exported Mask R-CNN (:class:`~mmtnt.deploy.DetectorGraph`) outputs by
-default the mask head's probabilities of each detection, ``roi_masks``
-(K, M, M) with M = 28, next to its ``boxes``. :func:`paste_masks` turns
-them into the binary image masks (K, h, w) that mmdet's ``predict`` gives,
-the same pixels as mmdet's CPU paste. Pasted after the graph, the masks
-take K * M * M floats in it instead of K * h * w, and the paste costs
-what it costs in mmdet: each mask is resampled over its box only.
-"""
+"""Instance masks of Mask R-CNN from its per-RoI masks (``roi_masks``
+(K, M, M) of :class:`~mmtnt.deploy.DetectorGraph`): pasted into the image
+after the graph (:func:`paste_masks`), as mmdet's CPU paste does, or
+inside it (:func:`paste_masks_separable`)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -19,19 +11,11 @@ def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
     """Binary image masks from per-RoI mask probabilities, as mmdet's
     ``FCNMaskHead`` pastes them on the CPU.
 
-    Each mask is resampled bilinearly over its box (mmdet's
-    ``_do_paste_mask`` with ``skip_empty=True``: ``grid_sample`` at the
-    pixel centres from one pixel left of and above the box to one pixel
-    right of and below it, within the image) and thresholded at
-    ``threshold`` (mmdet's ``>= mask_thr_binary``); pixels farther from
-    the box are False. On the CPU the masks are those of mmdet's
-    ``predict``, pixel for pixel, given the same boxes and probabilities.
-
-    With ``predict(..., rescale=False)`` (the boxes of an exported graph)
-    ``img_shape`` is the image's size as fed, mmdet's ``img_shape``. For
-    the masks of ``rescale=True``, at the original image's size, divide
-    the boxes by ``scale_factor`` in float32 and paste at ``ori_shape``,
-    as mmdet does (see the examples).
+    Each mask is resampled bilinearly over its box grown by one pixel
+    (mmdet's ``_do_paste_mask`` with ``skip_empty=True``) and thresholded
+    (``>= threshold``); pixels farther from the box are False. For the
+    masks of mmdet's ``predict(..., rescale=True)``, divide the boxes by
+    ``scale_factor`` in float32 and paste at ``ori_shape``.
 
     Args:
         roi_masks (np.ndarray | Tensor): (K, M, M) mask probabilities
@@ -56,10 +40,6 @@ def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
                 [0, 0, 1, 1, 1, 0, 0, 0],
                 [0, 0, 1, 1, 1, 0, 0, 0],
                 [0, 0, 0, 0, 0, 0, 0, 0]]])
-        >>> # the masks of predict(..., rescale=True): boxes scaled back to
-        >>> # the original image (scale_factor = (w_scale, h_scale))
-        >>> scale = np.array(scale_factor * 2, np.float32)
-        >>> masks = paste_masks(roi_masks, boxes / scale, ori_shape)
     """
     as_numpy = not isinstance(roi_masks, torch.Tensor)
     roi_masks = torch.as_tensor(np.asarray(roi_masks) if as_numpy else
@@ -80,7 +60,7 @@ def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
 def paste_mask(roi_mask, box, height, width):
     """One mask resampled over the region of the image that its box
     covers, with a margin of one pixel: mmdet's ``_do_paste_mask`` of one
-    box with ``skip_empty=True``, step by step.
+    box with ``skip_empty=True``.
 
     Args:
         roi_mask (Tensor): (1, 1, M, M) float32 probabilities.
@@ -131,11 +111,8 @@ def paste_masks_separable(roi_masks, boxes, img_shape):
 
     Every row of ``Ry`` (h, M) holds the two bilinear weights of one image
     row's centre in the mask, ``Rx`` (w, M) those of the columns; rows and
-    columns outside the region that mmdet pastes (the box grown by one
-    pixel) are zero. The memory is that of the result (K, h, w) and of
-    the matrices (K, h + w, M), where a sampling grid takes (K, h, w, 2)
-    more. The probabilities differ from mmdet's by float rounding only, so
-    a pixel differs in the binary mask only within that of the threshold.
+    columns outside the region that mmdet pastes are zero. The
+    probabilities differ from mmdet's by float rounding only.
 
     Args:
         roi_masks (Tensor): (K, M, M) probabilities.

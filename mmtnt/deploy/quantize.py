@@ -3,76 +3,45 @@
 :func:`quantize_onnx` turns an fp32 graph of
 :func:`mmtnt.deploy.export_onnx` (classifier, segmentor or detector,
 dynamic axes included) into one whose matrix products run in 8-bit
-integers:
+integers, with int8 weights per output channel:
 
-- ``'dynamic'``: ``quantize_dynamic``. The weights of the ``MatMul`` and
-  ``Gemm`` nodes are stored in int8 (per output channel); their inputs are
-  quantized at run time, per tensor (``DynamicQuantizeMatMul``). No
-  calibration data. Convolutions stay fp32: ONNX Runtime's ``ConvInteger``
-  is slower on the CPU than its fp32 convolution.
-- ``'static'``: ``quantize_static`` in the QDQ format, int8 weights (per
-  output channel) and uint8 activations, whose ranges are calibrated on
-  example inputs (:func:`calibration_inputs`); ONNX Runtime fuses the
-  QuantizeLinear / DequantizeLinear pairs around ``MatMul``, ``Gemm`` and
-  ``Conv`` into ``QLinearMatMul`` and ``QLinearConv``.
+- ``'dynamic'``: ``MatMul`` and ``Gemm``, inputs quantized at run time; no
+  calibration data.
+- ``'static'``: ``MatMul``, ``Gemm`` and ``Conv`` in the QDQ format, uint8
+  activations whose ranges are calibrated on example inputs
+  (:func:`calibration_inputs`).
 
-Both keep in fp32 what :data:`QUANTIZED_OP_TYPES` leaves out (the
-LayerNorms, softmaxes, GELUs, additions, reshapes and transposes) and the
-products of two activations in attention (``q @ k^T``, ``attn @ v``, see
-:func:`activation_products`) and products that do not depend on the
-image (position terms resized to its grids, see
-:func:`image_independent_nodes`); the static mode also keeps the patch
-embedding (the first weighted node after the image) and the last weighted
-nodes before the outputs (the classifier's linear head, a segmentor's
-``conv_seg``, see :func:`boundary_nodes`). Each of these, quantized, lowered
-the agreement of the demos' INT8 outputs with the fp32 ones without making
-the S-size models faster; docs/inference.md gives the measurements.
+Both keep in fp32 every other op (a detector's box decoding, NMS and
+RoiAlign included), the products of two activations
+(:func:`activation_products`) and the products that do not depend on the
+image (:func:`image_independent_nodes`); the static mode also keeps the
+first and last weighted nodes (:func:`boundary_nodes`), which lost
+agreement with fp32 and no time (docs/inference.md).
 
-In a detector graph only the backbone's, the neck's and the heads'
-products are quantized: the box decoding, ``TopK``, ``NonMaxSuppression``,
-``RoiAlign``, ``Gather`` and the optional ``img_shape`` input stay as they
-are between them, and the outputs keep their types (float boxes, scores
-and a Mask R-CNN's ``roi_masks``, int64 labels). The static mode keeps in
-fp32 the layers whose outputs these ops read first: the classification
-and box layers of the dense heads, the RPN and the box head, and the mask
-head's last convolution (:func:`boundary_nodes`).
-
-``optimize=True`` first applies ONNX Runtime's transformer fusions
-(:func:`mmtnt.deploy.optimize.optimize_onnx`) to the fp32 graph.
-
-The int8 weights use 7 bits (``reduce_range``, values in [-64, 64]) by
-default, so that a graph computes the same on every x86-64 CPU. ONNX
-Runtime multiplies uint8 activations by int8 weights with ``VPMADDUBSW``
-on CPUs with AVX2, or AVX-512 without VNNI: it adds two neighbouring
-products into a saturating 16-bit integer. With 8-bit weights such a sum
-reaches 2 * 255 * 128 = 65,280 and is clipped at 32,767; with 7-bit
-weights it stays within 2 * 255 * 64 = 32,640. CPUs with VNNI
-(``VPDPBUSD``) add into 32 bits and never saturate, so there the full
-8-bit range is a little more precise and just as fast; a graph quantized
-on one machine, though, is run on others. :func:`cpu_int8_features` says
-which kind of CPU runs the code.
+The int8 weights use 7 bits (``reduce_range``) by default: CPUs with AVX2,
+or AVX-512 without VNNI, add two uint8 x int8 products into a saturating
+16-bit integer, which 2 * 255 * 128 overflows and 2 * 255 * 64 does not
+(:func:`cpu_int8_features`).
 """
 import copy
 import os.path as osp
-import tempfile
 
 import numpy as np
 
 #: The quantization modes of :func:`quantize_onnx`.
 MODES = ('dynamic', 'static')
-#: The ONNX op types quantized in each mode; every other op stays fp32.
+#: The ONNX op types quantized in each mode (dynamic ``ConvInteger`` is
+#: slower than an fp32 convolution); every other op stays fp32.
 QUANTIZED_OP_TYPES = dict(
     dynamic=('MatMul', 'Gemm'), static=('MatMul', 'Gemm', 'Conv'))
 #: Calibration methods of the static mode (ONNX Runtime's
 #: ``CalibrationMethod`` names).
 CALIBRATION_METHODS = dict(
     minmax='MinMax', percentile='Percentile', entropy='Entropy')
-#: Ops whose outputs only describe shapes: a walk from the image along
-#: the data does not follow them.
+#: Ops whose outputs only describe shapes.
 SHAPE_OPS = ('Shape', 'Size')
-#: The largest magnitude of the int8 weights of a graph written with
-#: ``reduce_range=True``: two products of uint8 activations by such
-#: weights add up to at most 2 * 255 * 64 = 32,640, within a 16-bit sum.
+#: The largest magnitude of the int8 weights written with
+#: ``reduce_range=True``.
 REDUCED_WEIGHT_LIMIT = 64
 #: The CPU flags (Linux ``/proc/cpuinfo`` names) that decide how ONNX
 #: Runtime multiplies 8-bit integers on x86-64.
@@ -84,13 +53,8 @@ INT8_CPU_FLAGS = dict(
 
 
 class ArrayDataReader:
-    """ONNX Runtime's calibration data reader over arrays: one run per
-    array.
-
-    Args:
-        arrays (Sequence[np.ndarray]): Inputs (N, C, H, W); their sizes may
-            differ for a graph with dynamic axes.
-        input_name (str): The graph's input.
+    """ONNX Runtime's calibration data reader over arrays (N, C, H, W),
+    one run per array, fed as ``input_name``.
 
     Examples:
         >>> reader = ArrayDataReader([np.zeros((1, 3, 8, 8))], 'input')
@@ -116,39 +80,50 @@ class ArrayDataReader:
         self.position = 0
 
 
+def weight_names(model):
+    """The names of an ONNX graph's initializers."""
+    return {tensor.name for tensor in model.graph.initializer}
+
+
 def graph_input_name(model):
-    """The name of the only input of an ONNX model that is not a weight.
-
-    Args:
-        model (onnx.ModelProto): The graph.
-
-    Returns:
-        str: Its name.
-    """
-    weights = {tensor.name for tensor in model.graph.initializer}
+    """The name of the only input of an ONNX graph that is not a weight."""
+    weights = weight_names(model)
     names = [i.name for i in model.graph.input if i.name not in weights]
     if len(names) != 1:
         raise ValueError(f'Expected a graph with one input, got {names}.')
     return names[0]
 
 
-def tensor_consumers(model):
-    """Tensor name -> the nodes of an ONNX graph that read it."""
+def data_consumers(model):
+    """Tensor name -> the nodes of an ONNX graph that read its values (not
+    only its shape, :data:`SHAPE_OPS`)."""
     consumers = {}
     for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+        if node.op_type not in SHAPE_OPS:
+            for name in node.input:
+                consumers.setdefault(name, []).append(node)
     return consumers
 
 
-def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
-    """The weighted nodes next to the graph's input and outputs.
+def walk_nodes(start, neighbours, onward):
+    """The nodes reached from the tensor names ``start``, in the order
+    found: ``neighbours(tensor)`` gives a tensor's next nodes,
+    ``onward(node)`` the tensors to go on from (none to stop there)."""
+    reached, tensors = {}, list(start)
+    while tensors:
+        for node in neighbours(tensors.pop()):
+            if node.name not in reached:
+                reached[node.name] = node
+                tensors.extend(onward(node))
+    return list(reached.values())
 
-    Walking from the input along the data (not through ``Shape``), the
-    first nodes of ``op_types`` with a weight; walking back from the
-    outputs, the last ones. For mmtnt's graphs these are the patch
-    embedding and the classifier's head (a segmentor's ``conv_seg``, a
-    detector's classification and box convolutions).
+
+def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
+    """The weighted nodes next to the graph's input and outputs: walking
+    from the input along the data, the first nodes of ``op_types`` with a
+    weight; walking back from the outputs, the last ones. For mmtnt's
+    graphs, the patch embedding and the classifier's head (a segmentor's
+    ``conv_seg``, a detector's classification and box convolutions).
 
     Args:
         model (onnx.ModelProto): The graph.
@@ -158,8 +133,8 @@ def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
         tuple[list[str], list[str]]: Names of the first and the last
         nodes.
     """
-    weights = {tensor.name for tensor in model.graph.initializer}
-    consumers = tensor_consumers(model)
+    weights = weight_names(model)
+    consumers = data_consumers(model)
     producer = {name: node for node in model.graph.node
                 for name in node.output}
 
@@ -167,44 +142,29 @@ def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
         return node.op_type in op_types and any(name in weights
                                                 for name in node.input)
 
-    def walk(start, neighbours, stop):
-        found, seen, tensors = [], set(), list(start)
-        while tensors:
-            for node in neighbours(tensors.pop()):
-                if node.name in seen or node.op_type in stop:
-                    continue
-                seen.add(node.name)
-                if weighted(node):
-                    found.append(node.name)
-                else:
-                    tensors.extend(node.output if neighbours is next_nodes
-                                   else node.input)
-        return found
-
-    def next_nodes(tensor):
-        return consumers.get(tensor, [])
-
     def previous_nodes(tensor):
         node = producer.get(tensor)
         return [] if node is None or tensor in weights else [node]
 
-    first = walk([graph_input_name(model)], next_nodes, SHAPE_OPS)
-    last = walk([out.name for out in model.graph.output], previous_nodes,
-                ())
-    return first, last
+    first = walk_nodes([graph_input_name(model)],
+                       lambda tensor: consumers.get(tensor, []),
+                       lambda node: [] if weighted(node) else node.output)
+    last = walk_nodes([out.name for out in model.graph.output],
+                      previous_nodes,
+                      lambda node: [] if weighted(node) else node.input)
+    return ([node.name for node in first if weighted(node)],
+            [node.name for node in last if weighted(node)])
 
 
 def image_independent_nodes(model, op_types):
     """The nodes of ``op_types`` whose outputs do not depend on the values
-    of the graph's image: no walk from the input along the data (not
-    through ``Shape``) reaches them.
+    of the graph's image: no walk from the input along the data reaches
+    them.
 
-    In a dynamic graph these compute from weights and sizes only: the
-    bicubic resizing of learned position terms to the input's token grids,
-    exported as products of interpolation matrices and the weights
-    (:func:`mmtnt.deploy.graphs.separable_interpolate`). Quantized, they
-    would only round the position terms, and ONNX Runtime's
-    ``DynamicQuantizeMatMul`` refuses those whose weight has more than two
+    In a dynamic graph these resize learned position terms to the input's
+    token grids (:func:`mmtnt.deploy.graphs.separable_interpolate`):
+    quantized, they would only round the position terms, and ONNX
+    Runtime's ``DynamicQuantizeMatMul`` refuses weights of more than two
     axes.
 
     Args:
@@ -214,14 +174,11 @@ def image_independent_nodes(model, op_types):
     Returns:
         list[str]: Their names.
     """
-    consumers = tensor_consumers(model)
-    reached, tensors = set(), [graph_input_name(model)]
-    while tensors:
-        for node in consumers.get(tensors.pop(), []):
-            if node.name in reached or node.op_type in SHAPE_OPS:
-                continue
-            reached.add(node.name)
-            tensors.extend(node.output)
+    consumers = data_consumers(model)
+    reached = walk_nodes([graph_input_name(model)],
+                         lambda tensor: consumers.get(tensor, []),
+                         lambda node: node.output)
+    reached = {node.name for node in reached}
     return [
         node.name for node in model.graph.node
         if node.op_type in op_types and node.name not in reached
@@ -230,13 +187,10 @@ def image_independent_nodes(model, op_types):
 
 def activation_products(model):
     """The ``MatMul`` nodes of a graph that multiply two activations (no
-    input is a weight): attention's ``q @ k^T`` and ``attn @ v``.
-
-    Quantized in the QDQ format, their outputs and inputs carry
-    QuantizeLinear / DequantizeLinear pairs that ONNX Runtime fuses with
-    the softmax between them into ``QLinearSoftmax``, which is slower on
-    the CPU than the fp32 softmax; ONNX Runtime's ``MatMulConstBOnly``
-    option, which would skip them, applies to the QOperator format only.
+    input is a weight or a constant): attention's ``q @ k^T`` and ``attn @
+    v``. Quantized in the QDQ format, they make ONNX Runtime fuse the
+    softmax between them into ``QLinearSoftmax``, slower on the CPU than
+    the fp32 softmax.
 
     Args:
         model (onnx.ModelProto): The graph.
@@ -244,7 +198,7 @@ def activation_products(model):
     Returns:
         list[str]: Their names.
     """
-    weights = {tensor.name for tensor in model.graph.initializer}
+    weights = weight_names(model)
     weights.update(name for node in model.graph.node
                    if node.op_type == 'Constant' for name in node.output)
     return [
@@ -255,22 +209,19 @@ def activation_products(model):
 
 def cpu_int8_features(cpuinfo='/proc/cpuinfo'):
     """The x86-64 instruction sets of this CPU that decide how ONNX
-    Runtime runs 8-bit integer products (:data:`INT8_CPU_FLAGS`), and
-    whether an INT8 graph with 8-bit weights may saturate on it.
+    Runtime runs 8-bit integer products (:data:`INT8_CPU_FLAGS`).
 
     Args:
-        cpuinfo (str): The file that lists the CPU's flags. Defaults to
-            Linux's ``/proc/cpuinfo``.
+        cpuinfo (str): The file that lists the CPU's flags.
 
     Returns:
-        dict: ``features`` (list[str], e.g. ``['AVX2', 'AVX-512',
-        'AVX-512 VNNI']``; empty where ``cpuinfo`` cannot be read) and
-        ``saturates`` (bool | None: True where 8-bit weights can saturate,
-        i.e. AVX2 without VNNI; None where the flags are unknown).
+        dict: ``features`` (list[str], empty where ``cpuinfo`` cannot be
+        read) and ``saturates`` (True where 8-bit weights can saturate:
+        AVX2 without VNNI; None where the flags are unknown).
 
     Examples:
-        >>> cpu_int8_features()
-        {'features': ['AVX2', 'AVX-512', 'AVX-512 VNNI'], 'saturates': False}
+        >>> cpu_int8_features('/no/cpuinfo')
+        {'features': [], 'saturates': None}
     """
     try:
         with open(cpuinfo) as f:
@@ -304,22 +255,11 @@ def check_quantize_args(onnx_file, mode, calibration, calibrate_method):
 
 
 def check_histogram_calibration(model, calibration, calibrate_method):
-    """Raise a clear error where ONNX Runtime's histogram calibration
+    """Raise a ValueError where ONNX Runtime's histogram calibration
     (``'percentile'``, ``'entropy'``) would fail: it stacks each tensor's
-    values over all calibration inputs into one array, which takes tensors
-    of one shape. Inputs of several sizes change every shape, and the
-    tensors of a two-stage detector's RoI heads (after ``RoiAlign``) change
-    with the number of RoIs.
-
-    Args:
-        model (onnx.ModelProto): The graph.
-        calibration (Sequence[np.ndarray]): The calibration inputs.
-        calibrate_method (str): One of :data:`CALIBRATION_METHODS`.
-
-    Raises:
-        ValueError: For a histogram method on inputs of several shapes or
-            on a graph with ``RoiAlign``.
-    """
+    values over all calibration inputs, which takes tensors of one shape,
+    so neither inputs of several sizes nor a two-stage detector (whose RoI
+    heads' tensors change with the number of RoIs) can be calibrated."""
     if calibrate_method == 'minmax':
         return
     shapes = sorted({np.shape(array) for array in calibration})
@@ -341,8 +281,7 @@ def quantize_onnx(onnx_file,
                   calibration=None,
                   calibrate_method='minmax',
                   keep_boundaries=True,
-                  reduce_range=True,
-                  optimize=False):
+                  reduce_range=True):
     """Write an INT8 version of an fp32 ONNX graph (see the module
     docstring for what is quantized).
 
@@ -353,30 +292,20 @@ def quantize_onnx(onnx_file,
         output_file (str): The INT8 graph to write.
         mode (str): ``'dynamic'`` or ``'static'``.
         calibration (Sequence[np.ndarray], optional): Static mode: the
-            inputs whose activation ranges set the scales, preprocessed as
-            the graph expects (:func:`calibration_inputs`). Ignored by the
-            dynamic mode.
+            preprocessed inputs whose activation ranges set the scales
+            (:func:`calibration_inputs`).
         calibrate_method (str): Static mode: ``'minmax'`` (the default),
             ``'percentile'`` or ``'entropy'``.
         keep_boundaries (bool): Static mode: keep the patch embedding and
             the head in fp32 (:func:`boundary_nodes`). Defaults to True.
         reduce_range (bool): Store the weights in 7 bits (at most
             :data:`REDUCED_WEIGHT_LIMIT` in magnitude), which no x86-64
-            CPU's integer products saturate (see the module docstring).
-            False uses the full 8 bits, which only CPUs with VNNI run
-            without saturating. Defaults to True.
-        optimize (bool | Sequence[str]): First apply ONNX Runtime's
-            transformer fusions to the fp32 graph
-            (:func:`mmtnt.deploy.optimize.optimize_onnx`): True for its
-            default fusions, or the names of those to apply (of
-            :data:`mmtnt.deploy.optimize.FUSIONS`); the fused graph, which
-            runs in ONNX Runtime only, is quantized. Defaults to False.
+            CPU saturates (see the module docstring). Defaults to True.
 
     Raises:
         ValueError: An unknown mode or calibration method; the static mode
             without calibration inputs; a histogram calibration method
-            that cannot calibrate the graph
-            (:func:`check_histogram_calibration`).
+            that cannot calibrate the graph.
         FileNotFoundError: If ``onnx_file`` is missing.
 
     Examples:
@@ -386,28 +315,11 @@ def quantize_onnx(onnx_file,
         >>> quantize_onnx('upernet.onnx', 'upernet-int8.onnx', 'static',
         ...               calibration_inputs(cfg, 64, split='train'))
     """
-    check_quantize_args(onnx_file, mode, calibration, calibrate_method)
-    if not optimize:
-        quantize_graph(onnx_file, output_file, mode, calibration,
-                       calibrate_method, keep_boundaries, reduce_range)
-        return
-    from .optimize import DEFAULT_FUSIONS, optimize_onnx
-    fusions = DEFAULT_FUSIONS if optimize is True else optimize
-    with tempfile.TemporaryDirectory() as folder:
-        optimized = osp.join(folder, osp.basename(onnx_file))
-        optimize_onnx(onnx_file, optimized, fusions)
-        quantize_graph(optimized, output_file, mode, calibration,
-                       calibrate_method, keep_boundaries, reduce_range)
-
-
-def quantize_graph(onnx_file, output_file, mode, calibration,
-                   calibrate_method, keep_boundaries, reduce_range):
-    """:func:`quantize_onnx` on arguments it has checked, without the
-    optimization."""
     import onnx
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat,
                                           QuantType, quantize_dynamic,
                                           quantize_static)
+    check_quantize_args(onnx_file, mode, calibration, calibrate_method)
     op_types = list(QUANTIZED_OP_TYPES[mode])
     model = onnx.load(onnx_file, load_external_data=False)
     exclude = image_independent_nodes(model, op_types)
@@ -452,8 +364,7 @@ def calibration_inputs(cfg, num_images, split='val', batch_size=1):
             it when it has fewer).
         split (str): ``'val'``: images of ``cfg.val_dataloader``;
             ``'train'``: those of ``cfg.train_dataloader``'s dataset
-            through the validation pipeline (calibration apart from the
-            images a model is evaluated on). Defaults to ``'val'``.
+            through the validation pipeline. Defaults to ``'val'``.
         batch_size (int): Images per array. Defaults to 1, which keeps
             each image at its own size.
 
@@ -468,29 +379,28 @@ def calibration_inputs(cfg, num_images, split='val', batch_size=1):
         (2, (32, 1, 32, 32))
     """
     import torch
-    from mmengine.registry import DATASETS, DefaultScope
-    from mmengine.runner import Runner
-    from torch.utils.data import Subset
+    from mmengine.registry import DefaultScope
     if split not in ('val', 'train'):
         raise ValueError(f"split must be 'val' or 'train', got {split!r}.")
     loader_cfg = copy.deepcopy(cfg.val_dataloader)
-    dataset_cfg = loader_cfg.dataset
     if split == 'train':
-        dataset_cfg = copy.deepcopy(cfg.train_dataloader.dataset)
-        dataset_cfg.update(
-            pipeline=loader_cfg.dataset.pipeline, test_mode=True)
+        pipeline = loader_cfg.dataset.pipeline
+        loader_cfg.dataset = copy.deepcopy(cfg.train_dataloader.dataset)
+        loader_cfg.dataset.update(pipeline=pipeline, test_mode=True)
+    loader_cfg.update(
+        batch_size=batch_size,
+        num_workers=0,
+        persistent_workers=False,
+        sampler=dict(type='DefaultSampler', shuffle=False))
+
+    def spread(length):
+        count = min(num_images, length)
+        indices = np.linspace(0, length - 1, count).round().astype(int)
+        return sorted(set(indices.tolist()))
+
     preprocessor = build_data_preprocessor(cfg)
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
-        dataset = DATASETS.build(dataset_cfg)
-        count = min(num_images, len(dataset))
-        indices = np.linspace(0, len(dataset) - 1, count).round().astype(int)
-        loader_cfg.update(
-            dataset=Subset(dataset, sorted(set(indices.tolist()))),
-            batch_size=batch_size,
-            num_workers=0,
-            persistent_workers=False,
-            sampler=dict(type='DefaultSampler', shuffle=False))
-        loader = Runner.build_dataloader(loader_cfg)
+        loader, _ = build_loader(loader_cfg, spread)
         with torch.no_grad():
             return [
                 preprocessor(batch, False)['inputs'].numpy().astype(
@@ -498,15 +408,37 @@ def calibration_inputs(cfg, num_images, split='val', batch_size=1):
             ]
 
 
+def build_loader(loader_cfg, select=None):
+    """A dataloader config's loader, over the images of its dataset that
+    ``select`` picks, built under the current default scope.
+
+    Args:
+        loader_cfg (dict): The dataloader's config (not changed).
+        select (Callable, optional): The dataset's length -> the indices
+            of the images to load. All of them when None.
+
+    Returns:
+        tuple[DataLoader, dict]: The loader and its dataset's
+        ``metainfo``.
+    """
+    from mmengine.registry import DATASETS
+    from mmengine.runner import Runner
+    from torch.utils.data import Subset
+    loader_cfg = copy.deepcopy(loader_cfg)
+    dataset = DATASETS.build(loader_cfg.dataset)
+    metainfo = dataset.metainfo
+    if select is not None:
+        dataset = Subset(dataset, select(len(dataset)))
+    loader_cfg.dataset = dataset
+    return Runner.build_dataloader(loader_cfg), metainfo
+
+
 def build_data_preprocessor(cfg):
     """Build the data preprocessor of a config's model, and nothing else
     of the model, under the config's ``default_scope`` (no default scope
-    is left behind).
-
-    The model's ``data_preprocessor`` is used, else the config's top-level
-    one (as mmengine's Runner does). Where it names no type, the model's
-    default is taken: ``ClsDataPreprocessor`` for mmpretrain's
-    classifiers, mmengine's ``BaseDataPreprocessor`` for other models.
+    is left behind): the model's ``data_preprocessor``, else the config's
+    (as mmengine's Runner takes it), of the model's default type where it
+    names none (:func:`default_preprocessor_type`).
 
     Args:
         cfg (Config): An mmtnt config (classifier, segmentor or detector).
@@ -534,9 +466,8 @@ def build_data_preprocessor(cfg):
 
 def default_preprocessor_type(model_type):
     """The data preprocessor a model builds when its config names none:
-    mmpretrain's classifiers ``ClsDataPreprocessor`` (``ImageClassifier``
-    sets it), other models mmengine's ``BaseDataPreprocessor``
-    (``BaseModel``'s).
+    ``ClsDataPreprocessor`` for mmpretrain's classifiers, else mmengine's
+    ``BaseDataPreprocessor``.
 
     Args:
         model_type (str | type): The model's ``type``, looked up under the
@@ -551,8 +482,7 @@ def default_preprocessor_type(model_type):
     if isinstance(model_type, str):
         with MODELS.switch_scope_and_registry(None) as registry:
             model_class = registry.get(model_type)
-    classifier = isinstance(model_class, type) and issubclass(
-        model_class, BaseClassifier)
-    if classifier:
+    if isinstance(model_class, type) and issubclass(model_class,
+                                                    BaseClassifier):
         return 'mmpretrain.ClsDataPreprocessor'
     return 'mmengine.BaseDataPreprocessor'

@@ -1,24 +1,14 @@
 """The second stage of Mask R-CNN and Faster R-CNN written for export:
 mmdet's ``StandardRoIHead.predict`` for one image, made of operators that
-``torch.export`` and ``torch.onnx.export(..., dynamo=True)`` translate to
-standard ONNX (RoiAlign, NonMaxSuppression, NonZero, ScatterND, MatMul).
+``torch.export`` and the ONNX exporter translate to standard ONNX
+(RoiAlign, NonMaxSuppression, NonZero, ScatterND, MatMul).
 
-What differs from mmdet's code is only how it is computed:
-
-- RoI features: mmcv's ``RoIAlign`` becomes ``torchvision.ops.roi_align``
-  with the same output size, scale, sampling ratio and ``aligned`` flag (the
-  same numbers; ONNX ``RoiAlign`` with ``coordinate_transformation_mode``
-  ``'half_pixel'`` when aligned), each RoI on the level that
-  ``SingleRoIExtractor.map_roi_levels`` gives it.
-- Multi-class NMS: one NMS over the (box, class) pairs scoring above
-  ``score_thr``, classes kept apart as ``mmcv.ops.batched_nms`` does below
-  its ``split_thr`` (:func:`~mmtnt.deploy.boxes.nms_by_group`).
-- Masks: by default the mask head's probabilities of each detection
-  (K, 28, 28), which :func:`mmtnt.deploy.masks.paste_masks` pastes into
-  the image after the graph as mmdet does. Pasted in the graph instead
-  (``mask_output='image'``), they are resampled by interpolation matrices
-  (:func:`~mmtnt.deploy.masks.paste_masks_separable`) over the region
-  that mmdet's CPU paste covers.
+What differs from mmdet's code is only how it is computed: mmcv's
+``RoIAlign`` becomes ``torchvision.ops.roi_align`` with the same settings;
+multi-class NMS is one NMS over the (box, class) pairs above
+``score_thr``, classes kept apart as ``mmcv.ops.batched_nms`` does; masks
+pasted in the graph are resampled by interpolation matrices
+(:func:`~mmtnt.deploy.masks.paste_masks_separable`).
 """
 import torch
 import torch.nn.functional as F
@@ -41,20 +31,15 @@ MASK_OUTPUTS = ('roi', 'image')
 def roi_head_predictions(roi_head, feats, proposals, img_shape,
                          mask_output='roi'):
     """Detections of a ``StandardRoIHead`` (Mask or Faster R-CNN) for one
-    image.
-
-    The same as ``roi_head.predict(feats, rpn_results_list, data_samples,
-    rescale=False)`` with the head's ``test_cfg``: boxes in the input
-    image's coordinates, not scaled back to the original image.
+    image: ``roi_head.predict(feats, rpn_results_list, data_samples,
+    rescale=False)`` with the head's ``test_cfg``.
 
     Args:
         roi_head (StandardRoIHead): The head (see :func:`check_roi_head`).
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
         proposals (Tensor): RPN boxes (P, 4), x1 y1 x2 y2 in pixels.
-        img_shape (tuple[int] | Tensor): The image's (H, W), mmdet's
-            ``img_shape``: ints, ``torch.SymInt`` (the input's sizes under
-            ``torch.export``) or an int64 tensor (2, ) (the size of the
-            image within a padded input, no larger than it).
+        img_shape (tuple[int] | Tensor): The image's (H, W): ints,
+            symbolic sizes or an int64 tensor (2, ).
         mask_output (str): With a mask head, ``'roi'`` for the masks per
             RoI, ``'image'`` for them pasted into the image. Defaults to
             ``'roi'``.
@@ -65,15 +50,6 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape,
         ``roi_masks`` (K, M, M) float probabilities (:func:`roi_mask_probs`)
         or ``masks`` (K, H, W) bool (probability >= ``mask_thr_binary``) of
         ``img_shape``. K may be 0.
-
-    Examples:
-        >>> # model: a Mask R-CNN built from a config, in eval mode
-        >>> feats = model.extract_feat(img)  # img (1, 3, H, W)
-        >>> proposals = model.rpn_head.predict(
-        ...     feats, data_samples, rescale=False)[0].bboxes
-        >>> dets = roi_head_predictions(
-        ...     model.roi_head, feats, proposals, img.shape[-2:])
-        >>> dets['roi_masks'].shape  # (K, 28, 28)
     """
     check_roi_head(roi_head)
     check_mask_output(mask_output)
@@ -110,18 +86,10 @@ def check_mask_output(mask_output):
 
 def check_roi_head(roi_head):
     """Raise a ValueError unless :func:`roi_head_predictions` reproduces
-    the head.
-
-    Args:
-        roi_head (StandardRoIHead): A head with a bbox head of
-            :data:`BBOX_HEADS` (softmax scores, ``DeltaXYWHBBoxCoder``,
-            checked when decoding), RoIAlign extractors, no shared head
-            and, optionally, a mask head of :data:`MASK_HEADS` with a
-            binary mask threshold.
-
-    Examples:
-        >>> check_roi_head(model.roi_head)  # the demo Mask R-CNN: passes
-    """
+    ``roi_head``: a bbox head of :data:`BBOX_HEADS` with softmax scores,
+    RoI extractors that are ``SingleRoIExtractor`` over mmcv ``RoIAlign``,
+    no shared head and, optionally, a mask head of :data:`MASK_HEADS` with
+    a binary mask threshold."""
     problems = []
     if roi_head.with_shared_head:
         problems.append('a shared head')
@@ -150,13 +118,9 @@ def check_roi_head(roi_head):
 
 def extract_roi_feats(extractor, feats, rois):
     """What a ``SingleRoIExtractor`` with mmcv ``RoIAlign`` layers computes:
-    each RoI pooled on its own level.
-
-    The RoIs of each level (``extractor.map_roi_levels``) are pooled on
-    that level's map and put in their places, as mmdet does; under
-    ``torch.export`` each level's RoIs are a ``NonZero`` selection of
-    data-dependent size, which may be empty, and their places a
-    ``ScatterND``.
+    each RoI pooled on its own level (``extractor.map_roi_levels``); in
+    ONNX each level's RoIs are a ``NonZero`` selection, maybe empty, put in
+    their places by a ``ScatterND``.
 
     Args:
         extractor (SingleRoIExtractor): Gives the levels' RoIAlign settings
@@ -166,10 +130,6 @@ def extract_roi_feats(extractor, feats, rois):
 
     Returns:
         Tensor: (N, C, out_h, out_w).
-
-    Examples:
-        >>> roi_feats = extract_roi_feats(
-        ...     roi_head.bbox_roi_extractor, feats, rois)  # (N, C, 7, 7)
     """
     feats = feats[:extractor.num_inputs]
     levels = extractor.map_roi_levels(rois, len(feats))
@@ -242,9 +202,6 @@ def roi_mask_probs(roi_head, feats, boxes, labels):
     Returns:
         Tensor: (K, M, M) float, the sigmoid of the head's logits (M = 28
         in mmdet's configs).
-
-    Examples:
-        >>> probs = roi_mask_probs(roi_head, feats, boxes, labels)
     """
     mask_feats = extract_roi_feats(roi_head.mask_roi_extractor, feats,
                                    boxes_to_rois(boxes))
@@ -264,14 +221,10 @@ def image_masks(roi_head, probs, boxes, img_shape):
         probs (Tensor): (K, M, M) from :func:`roi_mask_probs`.
         boxes (Tensor): (K, 4) detected boxes.
         img_shape (tuple[int] | Tensor): (H, W) of the image: ints,
-            symbolic sizes or an int64 tensor (2, ), whose values become
-            unbacked sizes under ``torch.export``.
+            symbolic sizes or an int64 tensor (2, ).
 
     Returns:
         Tensor: (K, H, W) bool.
-
-    Examples:
-        >>> masks = image_masks(roi_head, probs, boxes, (H, W))
     """
     if isinstance(img_shape, torch.Tensor):
         img_shape = img_shape.tolist()

@@ -15,14 +15,10 @@ def cpu_session(onnx_file, num_threads=None, memory_pattern=True):
         onnx_file (str): The ONNX file.
         num_threads (int, optional): Intra-op threads; ONNX Runtime's
             default (one per core) when None.
-        memory_pattern (bool): ONNX Runtime's memory pattern
-            (``SessionOptions.enable_mem_pattern``): after a run, the
-            next run of the same input shapes gets one block for all its
-            intermediate tensors, planned from the last one. Pass False for
-            detectors, whose tensors' sizes follow the detections: the
-            block then outgrows the tensors it holds (docs/inference.md,
-            "Mask R-CNN at 800x1333"). Defaults to True, ONNX Runtime's
-            default.
+        memory_pattern (bool): ONNX Runtime's ``enable_mem_pattern``: one
+            block for all intermediate tensors, planned from the last run.
+            Pass False for detectors, whose tensors' sizes follow the
+            detections (docs/inference.md). Defaults to True.
 
     Returns:
         onnxruntime.InferenceSession: With the CPU execution provider.
@@ -31,7 +27,6 @@ def cpu_session(onnx_file, num_threads=None, memory_pattern=True):
         >>> session = cpu_session('svt-s.onnx', num_threads=2)
         >>> [i.name for i in session.get_inputs()]
         ['input']
-        >>> session = cpu_session('mask-rcnn.onnx', 2, memory_pattern=False)
     """
     import onnxruntime as ort
     options = ort.SessionOptions()

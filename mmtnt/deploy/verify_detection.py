@@ -1,19 +1,9 @@
-"""Verify an exported detector: ONNX Runtime against mmdet's own
-``predict``.
-
-:func:`verify_detector_onnx` runs the graph of a
-:class:`~mmtnt.deploy.DetectorGraph` with ONNX Runtime (CPU) and mmdet's
-eager ``predict`` (mmcv's NMS and RoIAlign, not the graph's PyTorch code)
-on the same preprocessed inputs: an image resized to each size (random
-pixels without one, in which a trained detector may find nothing: 0
-detections on both sides passes), and optionally one padded as mmdet's
-``DetDataPreprocessor`` pads (:func:`pad_input`) with its ``img_shape``
-fed. :func:`match_detections` then asks for the same number of detections
-and labels, boxes within :data:`DET_BOX_TOLERANCE` of the input's longer
-side, scores within :data:`DET_SCORE_TOLERANCE` and mask IoU at least
-:data:`DET_MASK_IOU`; detections whose scores are that close may come in
-another order (they are matched as a set, and counted).
+"""Verify an exported detector: its detections in ONNX Runtime matched
+(:func:`match_detections`) with those of mmdet's own eager ``predict``
+(mmcv's NMS and RoIAlign) on the same inputs (:func:`verify_detector_onnx`).
 """
+import os.path as osp
+
 import numpy as np
 import torch
 
@@ -30,10 +20,28 @@ DET_SCORE_TOLERANCE = 1e-4
 DET_MASK_IOU = 0.99
 
 
+def verdict(check):
+    """How a line on a check of :func:`mmtnt.deploy.verify_onnx` ends:
+    ``': OK'``, or ``': FAILED'`` and the error when there is one."""
+    if check['ok']:
+        return ': OK'
+    return ': FAILED' + ('' if check['error'] is None else
+                         f', {check["error"]}')
+
+
+def read_image(path):
+    """The image file ``path`` as mmcv loads it (BGR); a ValueError when
+    it cannot be read."""
+    import mmcv
+    image = mmcv.imread(path) if osp.isfile(path) else None
+    if image is None:
+        raise ValueError(f'Cannot read the image {path}.')
+    return image
+
+
 def pad_input(inputs, pad_shape):
     """Pad a preprocessed input (1, C, h, w) with zeros at the bottom and
-    right to ``pad_shape``, as mmengine's ``stack_batch`` does after the
-    normalisation (``pad_value`` 0).
+    right to ``pad_shape``, as mmengine's ``stack_batch`` does.
 
     Examples:
         >>> pad_input(torch.ones(1, 3, 5, 6), (8, 8)).shape
@@ -45,20 +53,10 @@ def pad_input(inputs, pad_shape):
 
 
 def detector_input(model, shape, image=None, seed=0):
-    """A preprocessed input (1, C, H, W) for a detector: ``image`` resized
-    to ``shape`` (random pixels without it), its channels reversed and
-    normalised as the model's data preprocessor does (without padding).
-
-    Args:
-        model (nn.Module): The detector.
-        shape (tuple[int, int]): Height and width.
-        image (np.ndarray, optional): (h, w, C) uint8, in the order images
-            are loaded in (BGR).
-        seed (int): Seed of the random pixels. Defaults to 0.
-
-    Returns:
-        Tensor: float32.
-    """
+    """A preprocessed input (1, C, H, W) float32 for a detector: ``image``
+    (h, w, C) uint8 BGR resized to ``shape`` (random pixels of ``seed``
+    without it), its channels reversed and normalised as the model's data
+    preprocessor does (without padding)."""
     import mmcv
     height, width = shape
     if image is None:
@@ -83,25 +81,16 @@ def eager_detections(model, inputs, img_shape=None):
         model (nn.Module): The detector.
         inputs (Tensor): (1, C, H, W), the batch input.
         img_shape (tuple[int, int], optional): The image's size within
-            the padded ``inputs`` (its ``img_shape`` and ``ori_shape``;
-            ``pad_shape`` is (H, W)). Defaults to (H, W).
+            the padded ``inputs``. Defaults to (H, W).
 
     Returns:
-        dict: ``boxes``, ``scores``, ``labels`` and (Mask R-CNN)
-        ``masks`` as numpy arrays.
+        dict: ``boxes``, ``scores``, ``labels`` (and ``masks``), numpy.
     """
-    from mmdet.structures import DetDataSample
+    from ..analysis.flops import data_samples
     size = tuple(inputs.shape[2:])
-    img_shape = size if img_shape is None else tuple(img_shape)
-    sample = DetDataSample(
-        metainfo=dict(
-            img_shape=img_shape,
-            ori_shape=img_shape,
-            pad_shape=size,
-            batch_input_shape=size,
-            scale_factor=(1., 1.)))
+    samples = data_samples('mmdet', tuple(img_shape or size), size)
     with torch.no_grad():
-        found = model.predict(inputs, [sample], rescale=False)[0]
+        found = model.predict(inputs, samples, rescale=False)[0]
     found = found.pred_instances
     results = dict(
         boxes=found.bboxes.numpy(),
@@ -153,11 +142,10 @@ def match_detections(actual, expected, max_side,
                      box_tolerance=DET_BOX_TOLERANCE,
                      score_tolerance=DET_SCORE_TOLERANCE,
                      min_mask_iou=DET_MASK_IOU):
-    """Match an exported detector's detections with mmdet's.
-
-    Detections are matched in order; within a run of near-equal scores
-    (:func:`tie_groups`) that does not match in order, as a set, and the
-    detections whose place changed are counted as ``reordered``.
+    """Match an exported detector's detections with mmdet's: in order, and
+    within a run of near-equal scores (:func:`tie_groups`) that does not
+    match in order, as a set, counting the detections whose place changed
+    as ``reordered``.
 
     Args:
         actual (dict): ``boxes``, ``scores``, ``labels`` (``masks``), numpy.
@@ -234,39 +222,31 @@ def match_detections(actual, expected, max_side,
 def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
                          num_threads=None, padded=None):
     """Run the ONNX graph of a detector with ONNX Runtime (CPU) and mmdet's
-    eager ``predict`` on the same inputs, and match their detections
-    (:func:`match_detections`).
+    eager ``predict`` on the same inputs, and match their detections. On
+    random pixels a trained detector may find nothing: 0 detections on
+    both sides pass.
 
     Args:
         onnx_file (str): The ONNX file.
         graph (DetectorGraph): The exported module (its detector is run).
         shapes (list[tuple[int, int]]): Height and width of each input,
-            run without :data:`IMG_SHAPE_NAME` (the graph's default).
-        image (np.ndarray, optional): The image resized to each size
-            (:func:`detector_input`).
-        seed (int): Seed of the random pixels without ``image``.
+            run without :data:`IMG_SHAPE_NAME`.
+        image (np.ndarray | str, optional): The image (or its file)
+            resized to each size; random pixels of ``seed`` without it.
+        seed (int): Defaults to 0.
         num_threads (int, optional): ONNX Runtime's intra-op threads.
         padded (tuple, optional): ``(img_shape, pad_shape)`` of one more
             check (:func:`~mmtnt.deploy.verify.padded_check`): the image
-            resized to ``img_shape``, padded to ``pad_shape``
-            (:func:`pad_input`) and its ``img_shape`` fed.
+            resized to ``img_shape``, padded to ``pad_shape`` and its
+            ``img_shape`` fed.
 
     Returns:
         list[dict]: Per check, that of :func:`match_detections` with
-        ``shape`` (the input's), ``img_shape`` and ``ok`` (no ``error``)
-        added; an ONNX Runtime failure is the ``error``, without the
-        other keys.
-
-    Examples:
-        >>> from mmtnt.deploy import build_model, export_graph
-        >>> graph = export_graph(build_model('configs/demo/retinanet_pcpvt-'
-        ...     'demo_fpn_1xb8-30e_demo-coco.py', 'retinanet.pth'))
-        >>> results = verify_detector_onnx(
-        ...     'retinanet.onnx', graph, [(128, 128), (167, 195)],
-        ...     padded=((97, 165), (128, 192)))  # doctest: +SKIP
-        >>> [(r['count'], r['ok']) for r in results]  # doctest: +SKIP
-        [(50, True), (50, True), (50, True)]
+        ``shape``, ``img_shape`` and ``ok``; ONNX Runtime's exception is
+        the ``error``, without the other keys.
     """
+    if isinstance(image, str):
+        image = read_image(image)
     session = cpu_session(onnx_file, num_threads)
     model = graph.detector
     checks = [(detector_input(model, shape, image, seed), None)
@@ -280,18 +260,8 @@ def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
 
 
 def check_detector_onnx(session, graph, inputs, img_shape=None):
-    """One check of :func:`verify_detector_onnx`.
-
-    Args:
-        session (onnxruntime.InferenceSession): Runs the graph.
-        graph (DetectorGraph): The exported module.
-        inputs (Tensor): (1, C, H, W), maybe padded.
-        img_shape (tuple[int, int], optional): The image's size in
-            ``inputs``, fed as :data:`IMG_SHAPE_NAME`; not fed when None.
-
-    Returns:
-        dict: See :func:`verify_detector_onnx`.
-    """
+    """One check of :func:`verify_detector_onnx`: ``inputs`` (1, C, H, W),
+    with ``img_shape`` fed as :data:`IMG_SHAPE_NAME` unless it is None."""
     size = dict(shape=tuple(inputs.shape),
                 img_shape=tuple(img_shape or inputs.shape[2:]))
     expected = eager_detections(graph.detector, inputs, img_shape)
@@ -313,21 +283,13 @@ def graph_detections(graph, outputs, img_shape):
     gives them (:func:`~mmtnt.deploy.masks.paste_masks`).
 
     Args:
-        graph (DetectorGraph): The exported module (its output names and
-            mask threshold).
+        graph (DetectorGraph): The exported module.
         outputs (list[np.ndarray | Tensor]): The graph's outputs, from
             ONNX Runtime or PyTorch.
-        img_shape (tuple[int, int]): The image's height and width (before
-            padding): the masks' size.
+        img_shape (tuple[int, int]): The image's size before padding.
 
     Returns:
         dict: ``boxes``, ``scores``, ``labels`` (and ``masks``), numpy.
-
-    Examples:
-        >>> outputs = session.run(None, {INPUT_NAME: inputs})
-        >>> found = graph_detections(graph, outputs, inputs.shape[2:])
-        >>> found['masks'].shape[1:]  # doctest: +SKIP
-        (128, 128)
     """
     found = {
         name: np.asarray(output)
@@ -340,23 +302,19 @@ def graph_detections(graph, outputs, img_shape):
     return found
 
 
-def describe_detector_check(result):
+def describe_detector_check(check):
     """One line on a check of :func:`verify_detector_onnx`."""
-    head = f'Verify {result["shape"]}: '
-    if result['img_shape'] != result['shape'][2:]:
-        head = (f'Verify {result["shape"]}, image {result["img_shape"]} '
-                'padded: ')
-    if 'count' not in result:
-        return head + f'FAILED, {result["error"]}'
-    line = (f'{result["count"]} detections (mmdet {result["expected_count"]})'
-            f', max box diff {result["max_box"]:.3g} px (tolerance '
-            f'{DET_BOX_TOLERANCE:g} x {max(result["shape"][2:])}), max '
-            f'score diff {result["max_score"]:.3g} (tolerance '
+    head = f'Verify {check["shape"]}'
+    if check['img_shape'] != check['shape'][2:]:
+        head += f', image {check["img_shape"]} padded'
+    if 'count' not in check:
+        return head + verdict(check)
+    line = (f'{check["count"]} detections (mmdet {check["expected_count"]})'
+            f', max box diff {check["max_box"]:.3g} px (tolerance '
+            f'{DET_BOX_TOLERANCE:g} x {max(check["shape"][2:])}), max '
+            f'score diff {check["max_score"]:.3g} (tolerance '
             f'{DET_SCORE_TOLERANCE:g})')
-    if result['min_mask_iou'] is not None:
-        line += f', min mask IoU {result["min_mask_iou"]:.4f}'
-    line += (f', {result["reordered"]} detections of near-equal scores '
-             'in another order')
-    if result['error'] is not None:
-        return head + line + f': FAILED, {result["error"]}'
-    return head + line + ': OK'
+    if check['min_mask_iou'] is not None:
+        line += f', min mask IoU {check["min_mask_iou"]:.4f}'
+    return (f'{head}: {line}, {check["reordered"]} detections of near-equal '
+            'scores in another order' + verdict(check))

@@ -17,8 +17,8 @@ transformer fusions before quantizing (``mmtnt.deploy.optimize``).
   scope as it found it.
 * :func:`optimize_onnx` on the Fashion-MNIST TNT demo with random weights:
   the fused nodes it reports are in the graph, its outputs equal the
-  original's within float rounding, and ``quantize_onnx(...,
-  optimize=True)`` quantizes the fused graph.
+  original's within float rounding, and :func:`quantize_onnx` quantizes
+  the fused graph.
 """
 
 import numpy as np
@@ -192,7 +192,8 @@ def test_optimized_graph_equals_the_original(tnt_graph, tmp_path):
     assert 'SkipLayerNormalization' not in fused and 'BiasGelu' not in fused
 
     int8 = str(tmp_path / 'int8.onnx')
-    quantize_onnx(tnt_graph, int8, 'dynamic', optimize=True)
+    optimize_onnx(tnt_graph, out)
+    quantize_onnx(out, int8, 'dynamic')
     ops = op_types(int8)
     assert ops['SkipLayerNormalization'] > 0 and ops['MatMulInteger'] > 0
     logits = tnt_logits(int8)
