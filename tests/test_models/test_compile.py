@@ -13,58 +13,32 @@ import torch
 import torch._dynamo
 import torch.nn as nn
 import torch.nn.functional as F
+from tiny_backbones import SVT_TINY, TINY_BACKBONES, TWINS_TINY
 
-from mmtnt.models import PCPVT, SVT, TNT, PyramidTNT
+from mmtnt.models import PCPVT, SVT
 
-# Tiny archs: inductor compiles each fused kernel with the C++ compiler
-# (about a second each), so the fewer kernels the better; only the
-# operators matter here. Every kind of block is in: the twins' stage 0 has
-# a sub-sampled GSA block, PCPVT's stage 1 a plain one, and SVT's LSA blocks
-# pad and mask the bottom of their 16x24 and 8x12 maps for the 3x3 windows.
-TWINS_TINY = dict(
-    embed_dims=[8, 16],
-    depths=[1, 1],
-    num_heads=[1, 2],
-    mlp_ratios=[2, 2],
-    sr_ratios=[2, 1])
+# Tiny archs, the twins' cut after stage 1: inductor compiles each fused
+# kernel with the C++ compiler (about a second each), so the fewer kernels
+# the better; only the operators matter here. Every kind of block is in:
+# the twins' stage 0 has a sub-sampled GSA block, PCPVT's stage 1 a plain
+# one, and SVT's LSA blocks pad and mask the bottom of their 16x24 and 8x12
+# maps for the 3x3 windows.
 BACKBONES = {
-    'TNT':
-    lambda: TNT(
-        arch=dict(
-            embed_dims_outer=16,
-            embed_dims_inner=4,
-            num_layers=1,
-            num_heads_outer=2,
-            num_heads_inner=1),
-        img_size=64,
-        patch_size=16,
-        first_stride=4,
-        out_type='avg_featmap'),
-    'PyramidTNT':
-    lambda: PyramidTNT(
-        arch=dict(
-            depths=[1, 1, 1, 1],
-            outer_dims=[8, 8, 16, 16],
-            inner_dims=[2, 2, 4, 4],
-            num_heads_outer=[1, 1, 2, 2],
-            num_heads_inner=[1, 1, 1, 1]),
-        # Not 64: inductor of torch 2.13 fails to compile the backward of
-        # resizing the last stage's attention bias from a 1x1 grid
-        # (pytorch/pytorch#160391).
-        img_size=128),
-    'PCPVT':
-    lambda: PCPVT(arch=TWINS_TINY),
-    'SVT':
-    lambda: SVT(
-        arch=dict(TWINS_TINY, depths=[2, 1], window_sizes=[3, 3])),
+    'TNT': lambda: TINY_BACKBONES['TNT'](out_type='avg_featmap'),
+    # img_size 128: inductor of torch 2.13 fails to compile the backward of
+    # resizing the last stage's attention bias from a 1x1 grid
+    # (pytorch/pytorch#160391).
+    'PyramidTNT': TINY_BACKBONES['PyramidTNT'],
+    'PCPVT': lambda: PCPVT(
+        arch=dict(TWINS_TINY, sr_ratios=[4, 1, 1, 1]), out_indices=1),
+    'SVT': lambda: SVT(
+        arch=dict(SVT_TINY, depths=[2, 1, 1, 1]), out_indices=1),
 }
 # Allowed difference, relative to the largest magnitude of a tensor: inductor
-# fuses and reorders fp32 sums. Measured with the models' own initialization
-# (seeds 0-2): the compiled fp32 gradients of the tiny PyramidTNT are up to
-# 8.3e-4 of that off the float64 ones. (With PyTorch's default
-# initialization some seeds make its gradients so ill-conditioned that
-# compiled and eager fp32 differ by 1e-2, before and after the plain-model
-# refactor alike.)
+# fuses and reorders fp32 sums. The tiny PyramidTNT's gradients come closest
+# to it; with PyTorch's default initialization instead of the models' own,
+# some seeds make them so ill-conditioned that compiled and eager fp32
+# differ by 1e-2.
 RELATIVE_TOLERANCE = 1e-3
 
 
