@@ -41,7 +41,7 @@ from mmengine.model import BaseModel, revert_sync_batchnorm
 from ..apis.model import init_model, model_config
 from .chunked_attention import ONNX_TRANSLATIONS
 from .detection import UNPADDED, DetectorGraph, check_detector
-from .graphs import (EXPORT_DECOMPOSITIONS, export_friendly, export_graph,
+from .graphs import (decompose_for_export, export_friendly, export_graph,
                      input_channels, is_detector, output_names)
 from .runtime import IMG_SHAPE_NAME, INPUT_NAME
 
@@ -252,9 +252,10 @@ def export_onnx(model,
     if detector:
         example += (torch.tensor(shape), )
     with torch.no_grad(), export_friendly(graph):
-        program = torch.export.export(
-            graph, example, dynamic_shapes=dynamic_shapes,
-            strict=False).run_decompositions(EXPORT_DECOMPOSITIONS)
+        program = decompose_for_export(
+            torch.export.export(
+                graph, example, dynamic_shapes=dynamic_shapes,
+                strict=False))
     onnx_program = torch.onnx.export(
         program,
         example,

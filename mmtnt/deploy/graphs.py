@@ -249,6 +249,16 @@ EXPORT_DECOMPOSITIONS = {
 }
 
 
+def decompose_for_export(program):
+    """A ``torch.export`` program with :data:`EXPORT_DECOMPOSITIONS`
+    applied; ``program`` itself where it has none of their operators
+    (decomposing traces it anew, which may reorder its nodes)."""
+    if not any(node.target in EXPORT_DECOMPOSITIONS
+               for node in program.graph.nodes):
+        return program
+    return program.run_decompositions(EXPORT_DECOMPOSITIONS)
+
+
 #: The settings of mmtnt's modules that :func:`export_friendly` changes.
 EXPORT_SETTINGS = ('attn_impl', 'resize_impl')
 
