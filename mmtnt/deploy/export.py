@@ -16,18 +16,11 @@ resizing as :func:`~mmtnt.deploy.graphs.export_friendly` sets it to; the
 attention in parts is traced as one operator, written out as ONNX nodes
 through :data:`~mmtnt.deploy.chunked_attention.ONNX_TRANSLATIONS`.
 
-For detectors the graph holds the box decoding, NMS (ONNX
-``NonMaxSuppression``) and, for Mask R-CNN, ``RoiAlign`` (each RoI on its
-FPN level) and the mask head, all standard ONNX operators. Its outputs are
-``boxes`` (K, 4) xyxy in input pixels, ``scores`` (K, ) by decreasing
-score, ``labels`` (K, ) int64 and, for Mask R-CNN, ``roi_masks`` (K, 28,
-28): each detection's mask probabilities over its box, which
-:func:`mmtnt.deploy.paste_masks` turns into mmdet's binary image masks
-(``mask_output='image'`` pastes them in the graph instead, as ``masks``
-(K, h, w), at more memory). An optional second input,
-:data:`IMG_SHAPE_NAME` (int64 (2, )), is the image's height and width
-before padding (mmdet's ``img_shape``, which boxes are clipped to and masks
-have); not fed, it is the input's size.
+Detector graphs (:class:`~mmtnt.deploy.DetectorGraph`) output ``boxes``,
+``scores``, ``labels`` and, for Mask R-CNN, ``roi_masks``, which
+:func:`mmtnt.deploy.paste_masks` turns into mmdet's image masks; their
+optional second input, :data:`IMG_SHAPE_NAME`, is the image's size before
+padding.
 """
 import logging
 import os
@@ -71,12 +64,9 @@ def build_model(model, checkpoint=None):
             ``mmdet``), or a model name of :func:`mmtnt.apis.list_models`
             (in any case).
         checkpoint (str | bool, optional): The weights: a file, a URL or
-            ``mmtnt://NAME[@SOURCE]`` (fetched into the cache by
-            :func:`mmtnt.hub.prepare_checkpoint`). None: a model name's
-            published weights (``mmtnt://NAME``, else its config's
-            ``load_from``, else a warning), and for a config the weights
-            initialised at random (``init_weights()``; a warning is
-            logged). False: the random weights, for a name too.
+            ``mmtnt://NAME[@SOURCE]``. None: a model name's published
+            weights, and random ones for a config (a warning is logged).
+            False: random weights, for a name too.
 
     Returns:
         BaseModel: In eval mode, on the CPU, SyncBN layers replaced by
@@ -85,11 +75,8 @@ def build_model(model, checkpoint=None):
 
     Raises:
         ValueError: For an unknown model name, another ``default_scope``,
-            and models other than an image classifier with a head, an
-            ``EncoderDecoder`` and the detectors of
-            :func:`mmtnt.deploy.detection.check_detector`.
-        CheckpointFileError: If ``checkpoint`` is a file that is missing
-            or no checkpoint (a ValueError).
+            a missing checkpoint file (``CheckpointFileError``), and models
+            that :func:`check_model_type` refuses.
         HubError: If published weights cannot be fetched.
 
     Examples:
@@ -206,11 +193,6 @@ def export_onnx(model,
     Raises:
         ValueError: For a detector with ``batch_size`` other than 1, a
             checkpoint given with a built module.
-
-    A :class:`~mmtnt.deploy.DetectorGraph`'s second input,
-    :data:`IMG_SHAPE_NAME`, is optional: an initializer of that name holds
-    :data:`UNPADDED` (the input's size), which ONNX Runtime uses when it is
-    not fed.
 
     Examples:
         >>> from mmtnt.deploy import export_onnx

@@ -268,18 +268,15 @@ def export_friendly(module):
     """Within the block, ``module`` computes what it computes as its
     exported graph should:
 
-    - mmtnt's attention modules compute the explicit products
-      (``attn_impl='explicit'``), with the queries in parts over whole
-      token maps (``'parts'``) unless ``module`` is a
-      :class:`ClassifierGraph` (see
-      :func:`mmtnt.models.set_attention_impl`). The exporter's
-      decomposition of PyTorch's fused attention transposes the keys by
-      reshapes that ONNX Runtime cannot fold into the product; the parts
-      keep the graph's memory near the eager model's at the sizes that
-      segmentors and detectors run at;
-    - learned position terms are resized by two matrix products
-      (``resize_impl='matrices'``, :func:`mmtnt.models.set_resize_impl`),
-      which ONNX Runtime runs far faster than its cubic ``Resize``.
+    - mmtnt's attention modules compute the explicit products (the
+      exporter's form of PyTorch's fused attention transposes the keys in
+      a way ONNX Runtime cannot fold into the product), with the queries
+      in parts over whole token maps unless ``module`` is a
+      :class:`ClassifierGraph`: ``attn_impl`` ``'parts'`` or
+      ``'explicit'`` (:func:`mmtnt.models.set_attention_impl`);
+    - learned position terms are resized by two matrix products, which
+      ONNX Runtime runs far faster than its cubic ``Resize``
+      (``resize_impl='matrices'``, :func:`mmtnt.models.set_resize_impl`).
 
     The settings are put back afterwards.
 
