@@ -40,13 +40,10 @@ def evaluate_onnx(config,
         config (str | Config): The config the graph was exported from (or
             one that inherits it, with the data to test on).
         onnx_file (str): The graph, fp32 or INT8.
-        num_threads (int, optional): ONNX Runtime's intra-op threads; its
-            default (one per core) when None.
+        num_threads (int, optional): ONNX Runtime's intra-op threads.
         cfg_options (dict, optional): Settings merged into the config, as
-            ``--cfg-options`` (e.g. ``{'test_dataloader.dataset.data_root':
-            'data/my_set'}``).
-        num_images (int, optional): Only the first images of the test set;
-            all when None.
+            ``--cfg-options``.
+        num_images (int, optional): Only the first images of the test set.
 
     Returns:
         dict: The evaluator's metrics, returned and logged as

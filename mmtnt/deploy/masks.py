@@ -22,9 +22,7 @@ def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
             (the graph's ``roi_masks``), or (K, 1, M, M).
         boxes (np.ndarray | Tensor): (K, 4) x1 y1 x2 y2 in pixels, float32.
         img_shape (tuple[int]): Height and width of the image masks.
-        threshold (float): A pixel is in a mask when its probability is
-            at least this, mmdet's ``test_cfg.rcnn.mask_thr_binary``.
-            Defaults to 0.5.
+        threshold (float): mmdet's ``mask_thr_binary``. Defaults to 0.5.
 
     Returns:
         np.ndarray | Tensor: (K, h, w) bool, a NumPy array for NumPy
@@ -117,8 +115,7 @@ def paste_masks_separable(roi_masks, boxes, img_shape):
     Args:
         roi_masks (Tensor): (K, M, M) probabilities.
         boxes (Tensor): (K, 4) x1 y1 x2 y2 in pixels.
-        img_shape (tuple): The image's height and width: ints or symbolic
-            sizes.
+        img_shape (tuple): The image's (h, w), ints or symbolic sizes.
 
     Returns:
         Tensor: (K, h, w) probabilities.

@@ -362,11 +362,9 @@ def calibration_inputs(cfg, num_images, split='val', batch_size=1):
         cfg (Config): An mmtnt config (classifier, segmentor or detector).
         num_images (int): How many; spread evenly over the dataset (all of
             it when it has fewer).
-        split (str): ``'val'``: images of ``cfg.val_dataloader``;
-            ``'train'``: those of ``cfg.train_dataloader``'s dataset
-            through the validation pipeline. Defaults to ``'val'``.
-        batch_size (int): Images per array. Defaults to 1, which keeps
-            each image at its own size.
+        split (str): ``'val'``, or ``'train'``: the training set through
+            the validation pipeline. Defaults to ``'val'``.
+        batch_size (int): Images per array. Defaults to 1.
 
     Returns:
         list[np.ndarray]: float32 arrays (N, C, H, W).

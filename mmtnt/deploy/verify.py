@@ -59,9 +59,7 @@ def verify_sizes(graph, shape, batch_size=1, dynamic=False, second=None):
         shape (tuple[int, int]): The export size.
         batch_size (int): The export's batch. Defaults to 1.
         dynamic (bool): Whether the export has dynamic axes.
-            Defaults to False.
-        second (tuple[int, int], optional): The second size of a dynamic
-            export.
+        second (tuple[int, int], optional): The second size.
 
     Returns:
         list[tuple[int, int, int]]: The checks of :func:`verify_onnx`.
@@ -229,12 +227,11 @@ def verify_onnx(onnx_file,
             :func:`~mmtnt.deploy.build_model` (its graph is run).
         checks (list[tuple[int, int, int]]): ``(batch, height, width)`` of
             each input (:func:`verify_sizes`); a detector's batch is 1.
-        channels (int, optional): Image channels of the random inputs.
-            Defaults to the model's.
-        seed (int): Seed of the random inputs. Defaults to 0.
+        channels (int, optional): Channels of the random inputs (of
+            ``seed``). Defaults to the model's.
+        seed (int): Defaults to 0.
         num_threads (int, optional): ONNX Runtime's intra-op threads.
         tolerance (float): Segmentors: the largest relative difference.
-            Defaults to :data:`DEFAULT_TOLERANCE`.
         logits (bool): For a classifier given as a model: the file holds
             the logits, not the scores. Defaults to False.
         image (np.ndarray | str, optional): Detectors: the image (BGR, or
