@@ -25,10 +25,8 @@ NUM_STAGES = 4
 
 
 def arch_setting(depths, outer_dims, num_heads_outer):
-    """An arch of stages of ``outer_dims`` times 1, 2, 4 and 4 channels
-    and ``num_heads_outer`` times as many heads; as in every released
-    PyramidTNT, a word has 1/16 of a sentence's channels and half its
-    heads."""
+    """A released arch: stages of ``outer_dims`` (and ``num_heads_outer``)
+    times 1, 2, 4 and 4; words of 1/16 the channels and half the heads."""
     dims = [outer_dims * scale for scale in (1, 2, 4, 4)]
     heads = [num_heads_outer * scale for scale in (1, 2, 4, 4)]
     return dict(
@@ -506,10 +504,8 @@ class PyramidTNT(BaseBackbone):
         return f'stages.{last}.blocks.{depth - 1}.outer'
 
     def block_depth(self, name):
-        """As :meth:`BaseBackbone.stage_depth`: what stage ``i`` holds
-        outside its blocks (the aggregations, the attention bias) is with
-        the block before it; the final norm and the upsampling layers after
-        the blocks."""
+        """As :meth:`BaseBackbone.stage_depth`, a stage's aggregations and
+        attention bias with the block before it."""
         return self.stage_depth(name, lambda i, part: 0)
 
     def adapt_state_dict(self, state_dict, prefix):

@@ -149,10 +149,8 @@ class PCPVT(BaseBackbone):
         drop_path_rate (float): Stochastic depth of the last block (rising
             from 0 at the first). Defaults to 0.
         out_indices (int | Sequence[int]): Stages to output. Defaults to -1.
-        out_type (str): ``'featmap'``: a map (B, C_i, H/s_i, W/s_i) per
-            chosen stage; ``'avg_featmap'``: its global average (B, C_i),
-            the official pooled feature of the last stage. Defaults to
-            ``'avg_featmap'``.
+        out_type (str): ``'featmap'`` (B, C_i, H/s_i, W/s_i) or its mean
+            ``'avg_featmap'`` (B, C_i). Defaults to ``'avg_featmap'``.
         norm_after_stage (bool | Sequence[bool], optional): Which stages
             end with a norm (also before the next stage). Defaults to the
             last stage only, as the official model.
@@ -168,9 +166,8 @@ class PCPVT(BaseBackbone):
             embeddings, position encodings and norms). Defaults to -1.
         norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
         with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config. By
-            default (None) :meth:`init_weights` applies the official
-            initialization.
+        init_cfg (dict | list[dict], optional): Initialization config;
+            None: the official one (:meth:`init_weights`). Defaults to None.
 
     Examples:
         >>> import torch
@@ -294,11 +291,9 @@ class PCPVT(BaseBackbone):
         return f'stages.{last}.blocks.{len(self.stages[last].blocks) - 1}'
 
     def block_depth(self, name):
-        """As :meth:`BaseBackbone.stage_depth`: stage ``i``'s patch
-        embedding is with the block before it; the position encoding with
-        the stage's first block, which it follows; a stage's norm with its
-        last block, but the last built stage's (the final norm) after the
-        blocks."""
+        """As :meth:`BaseBackbone.stage_depth`: a patch embedding with the
+        block before it, the position encoding with the first block and a
+        norm with the last (the final norm after all blocks)."""
 
         def part_offset(i, part):
             if part == 'norm' and i < len(self.stages) - 1:

@@ -1,5 +1,4 @@
-"""A multi-scale pyramid from the single-stride maps of an isotropic
-backbone (TNT)."""
+"""A multi-scale pyramid from the maps of an isotropic backbone (TNT)."""
 import math
 
 import torch.nn as nn
