@@ -79,6 +79,27 @@ def copy_images(preds, folder):
     return paths
 
 
+def dense_demo_and_test_tool(config, schedule, demo_scenes, short_runs,
+                             work_dir, *demo_options):
+    """The short run of a dense demo, trained with ``schedule`` on the demo
+    scenes, predicting on the first ``NUM_IMAGES`` validation images with
+    ``tools/test.py`` and with the demo.
+
+    Returns:
+        tuple[list[dict], list[Path], Path, str]: What ``tools/test.py``
+        predicted, the images, the demo's output folder and what it
+        printed.
+    """
+    data = data_options(config, demo_scenes)
+    checkpoint = short_runs.train(config, data + schedule).checkpoint
+    preds = predict_with_test_tool(config, checkpoint, work_dir, data)
+    images = copy_images(preds, work_dir / 'images')
+    out_dir = work_dir / 'demo'
+    printed = run_demo(work_dir / 'images', config, checkpoint, out_dir,
+                       *demo_options)
+    return preds, images, out_dir, printed
+
+
 @pytest.mark.slow
 @short_run_group(CLASSIFIER)
 def test_classification(fashion_mnist, short_runs, tmp_path):
@@ -111,16 +132,10 @@ def test_classification(fashion_mnist, short_runs, tmp_path):
 @pytest.mark.slow
 @short_run_group(DETECTOR)
 def test_detection(demo_scenes, short_runs, tmp_path):
-    data = data_options(DETECTOR, demo_scenes)
-    checkpoint = short_runs.train(
-        DETECTOR, data + short_epochs(SHORT_EPOCHS_MASK_RCNN)).checkpoint
-    preds = predict_with_test_tool(DETECTOR, checkpoint, tmp_path, data)
-    images = copy_images(preds, tmp_path / 'images')
-
-    out_dir = tmp_path / 'demo'
     # every detection test.py keeps (its own score threshold is 0.05)
-    printed = run_demo(tmp_path / 'images', DETECTOR, checkpoint, out_dir,
-                       '--score-thr', '0')
+    preds, images, out_dir, printed = dense_demo_and_test_tool(
+        DETECTOR, short_epochs(SHORT_EPOCHS_MASK_RCNN), demo_scenes,
+        short_runs, tmp_path, '--score-thr', '0')
     assert 'detections' in printed
     found = 0
     for pred, image in zip(preds, images):
@@ -150,14 +165,9 @@ def test_detection(demo_scenes, short_runs, tmp_path):
 @pytest.mark.slow
 @short_run_group(SEGMENTOR)
 def test_segmentation(demo_scenes, short_runs, tmp_path):
-    data = data_options(SEGMENTOR, demo_scenes)
-    checkpoint = short_runs.train(
-        SEGMENTOR, data + short_iters(SHORT_ITERS_UPERNET)).checkpoint
-    preds = predict_with_test_tool(SEGMENTOR, checkpoint, tmp_path, data)
-    images = copy_images(preds, tmp_path / 'images')
-
-    out_dir = tmp_path / 'demo'
-    printed = run_demo(tmp_path / 'images', SEGMENTOR, checkpoint, out_dir)
+    preds, images, out_dir, printed = dense_demo_and_test_tool(
+        SEGMENTOR, short_iters(SHORT_ITERS_UPERNET), demo_scenes, short_runs,
+        tmp_path)
     for pred, image in zip(preds, images):
         name = image.stem
         expected = pred['pred_sem_seg']['data'][0].numpy()
