@@ -1,9 +1,6 @@
-"""The CPU accelerator: everything in mmtnt that is tuned for the CPU.
-
-The models of :mod:`mmtnt.models` are plain PyTorch, the same on every
-device. :func:`accelerate_for_cpu` applies this package to a finished model;
-the tools do so through :func:`accelerate_runner` on the CPU unless the
-config says ``cpu_accel = False`` (``--no-cpu-accel``).
+"""The CPU accelerator: :func:`accelerate_for_cpu` makes a finished (plain
+PyTorch) model faster on the CPU; the tools apply it through
+:func:`accelerate_runner` unless the config says ``cpu_accel = False``.
 """
 from .allocator import keep_freed_memory, release_freed_memory
 from .api import (CPU_VERSIONS, accelerate_for_cpu, accelerate_runner,

@@ -1,14 +1,10 @@
-"""How glibc's ``malloc``, PyTorch's CPU allocator, handles freed memory.
+"""How glibc's ``malloc`` (PyTorch's CPU allocator) handles freed memory.
 
-By default glibc maps blocks above a size (128 KiB, raised up to 32 MiB as
-it sees large blocks freed) for each allocation and unmaps them when freed,
-and trims the top of the heap when more than twice that is free. A training
-step frees its activations in the backward pass and allocates them again in
-the next forward pass, so the kernel maps and zero-fills fresh pages for
-all of them every step. :func:`keep_freed_memory` makes ``malloc`` keep
-freed memory for reuse (as jemalloc or tcmalloc do, without preloading
-one); :func:`release_freed_memory` does the opposite, so that the resident
-memory follows the live tensors (for measuring memory).
+By default glibc unmaps large freed blocks, so every training step has the
+kernel map and zero-fill fresh pages for its activations.
+:func:`keep_freed_memory` keeps freed memory for reuse (as jemalloc or
+tcmalloc do); :func:`release_freed_memory` does the opposite (for measuring
+memory).
 """
 import ctypes
 import functools
@@ -36,8 +32,7 @@ def _mallopt(settings):
 
 
 def keep_freed_memory(mmap_threshold=2**30, trim_threshold=2**31 - 1):
-    """Make glibc's ``malloc`` keep freed memory for reuse: the process
-    keeps its peak memory resident and reuses what it frees without page
+    """Make glibc's ``malloc`` keep freed memory for reuse, without page
     faults. Child processes (data loader workers) inherit the setting.
 
     Args:
@@ -58,8 +53,7 @@ def keep_freed_memory(mmap_threshold=2**30, trim_threshold=2**31 - 1):
 
 
 def release_freed_memory():
-    """Make glibc's ``malloc`` give freed blocks back to the kernel at once,
-    so that the resident memory follows the live tensors.
+    """Make glibc's ``malloc`` give freed blocks back to the kernel at once.
 
     Returns:
         bool: Whether ``malloc`` could be set (not on other C libraries).

@@ -23,8 +23,7 @@ CPU_VERSIONS = {
 
 
 def model_device(model):
-    """The device of the model's first parameter or buffer; None for a
-    model without any."""
+    """The device of the model's first parameter or buffer, or None."""
     for tensor in (*model.parameters(), *model.buffers()):
         return tensor.device
     return None
@@ -34,16 +33,10 @@ def accelerate_for_cpu(model):
     """Make a model faster on the CPU, in place, computing the same
     function.
 
-    Every module of :data:`CPU_VERSIONS` (matched by exact type) becomes
-    its CPU version by a swap of its class, so parameters, buffers, hooks,
-    state dict keys and optimizers stay as they are; the convolution
-    weights of mmtnt's backbones are stored channels-last, the layout of
-    the token maps they see. A checkpoint of either form loads into the
-    other. The CPU versions run float32 products on oneDNN, keep less for
-    the backward pass of the MLPs, fuse inference post-ops and route
-    attention to explicit products where PyTorch's fused kernel is slower
-    on the CPU; under a tracer or compiler they compute the plain layers'
-    operations. A model that is not on the CPU is returned unchanged.
+    Each module of :data:`CPU_VERSIONS` (exact type) gets its CPU version's
+    class, so parameters, hooks, state dict keys and optimizers stay; the
+    backbones' convolution weights become channels-last. A model that is
+    not on the CPU is returned unchanged.
 
     Args:
         model (nn.Module): The model, on the CPU.
@@ -69,9 +62,8 @@ def accelerate_for_cpu(model):
         if cpu_version is not None:
             module.__class__ = cpu_version
         if isinstance(module, BaseBackbone):
-            # Only mmtnt's backbones: they return contiguous maps, while
-            # other modules may hand channels-last maps to operators that
-            # assume NCHW (mmcv's RoIAlign on the CPU).
+            # Only mmtnt's backbones: other modules may hand channels-last
+            # maps to operators assuming NCHW (mmcv's CPU RoIAlign).
             for conv in module.modules():
                 if isinstance(conv, nn.Conv2d):
                     conv.to(memory_format=torch.channels_last)
@@ -79,21 +71,15 @@ def accelerate_for_cpu(model):
 
 
 def is_accelerated(model):
-    """Whether any module of ``model`` is a CPU version of
-    :data:`CPU_VERSIONS`."""
+    """Whether any module of ``model`` is one of :data:`CPU_VERSIONS`."""
     cpu_versions = set(CPU_VERSIONS.values())
     return any(type(module) in cpu_versions for module in model.modules())
 
 
 def accelerate_runner(runner):
-    """Apply :func:`accelerate_for_cpu` to a runner's model when it runs on
-    the CPU, and make glibc keep freed memory for reuse
-    (:func:`keep_freed_memory`).
-
-    This is where the tools switch the accelerator: nothing changes when
-    the config says ``cpu_accel = False`` (``--no-cpu-accel``), when it
-    compiles the model (``compile``: the compiler sees the plain model), or
-    when the model is on another device.
+    """Apply :func:`accelerate_for_cpu` and :func:`keep_freed_memory` to a
+    runner whose model is on the CPU, unless the config says
+    ``cpu_accel = False`` or ``compile``.
 
     Args:
         runner (mmengine.runner.Runner): A built runner.

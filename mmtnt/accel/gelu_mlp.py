@@ -1,21 +1,11 @@
 """A two-layer GELU MLP that keeps less for its backward pass and runs
 large inputs in row chunks.
 
-For the backward pass of ``fc2(gelu(fc1(x)))`` autograd keeps two tensors of
-the MLP's hidden width (4 to 8 times the token width): the GELU's input and
-its output. :func:`gelu_mlp` keeps only the input and recomputes the output
-in the backward pass: one element-wise pass more, one hidden-width tensor
-less per block.
-
-Hidden-width tensors above :data:`CHUNK_ABOVE_BYTES` are computed in row
-chunks of about :data:`CHUNK_BYTES`: with its default settings glibc gives
-every block above 32 MiB fresh, zero-filled pages from the kernel at every
-use (:func:`mmtnt.accel.keep_freed_memory` changes that for a whole
-process), while chunks are reused from the heap and stay in the cache
-between the two layers. Chunked values and gradients equal the plain
-layers' up to rounding; in low precision (autocast) the weight and bias
-gradients of several chunks are summed in float32 and rounded once.
-docs/benchmarks.md says how the sizes were chosen.
+:func:`gelu_mlp` keeps the GELU's input but not its output (recomputed in
+backward). Hidden tensors above :data:`CHUNK_ABOVE_BYTES` are computed in
+row chunks of about :data:`CHUNK_BYTES`, which glibc reuses from the heap
+instead of mapping fresh pages (docs/benchmarks.md says how the sizes were
+chosen); under autocast the chunks' weight gradients are summed in float32.
 """
 from typing import Callable, NamedTuple, Optional
 
@@ -33,8 +23,7 @@ CHUNK_BYTES = 2 * 2**20
 
 def rows_per_chunk(rows, hidden_features, element_size):
     """How many of ``rows`` to compute at once: all if the hidden tensor
-    (``hidden_features`` wide, ``element_size`` bytes an element) fits in
-    :data:`CHUNK_ABOVE_BYTES`, else those of about :data:`CHUNK_BYTES`.
+    fits in :data:`CHUNK_ABOVE_BYTES`, else about :data:`CHUNK_BYTES`.
 
     Examples:
         >>> rows_per_chunk(6272, 1024, 4)  # 24.5 MiB: one chunk
@@ -49,8 +38,7 @@ def rows_per_chunk(rows, hidden_features, element_size):
 
 
 def _accumulate(total, a, b, dtype):
-    """``total + a @ b``, in place; ``a @ b`` in ``dtype`` if ``total`` is
-    None."""
+    """``total + a @ b`` in place (``a @ b`` in ``dtype`` if no total)."""
     if total is None:
         return torch.mm(a, b).to(dtype)
     if total.dtype == a.dtype:
@@ -72,10 +60,8 @@ class _Settings(NamedTuple):
 
 
 def _forward(x, params, settings, keep_hidden):
-    """The MLP on 2-D ``x``, ``settings.chunk`` rows at a time; returns the
-    output and, with ``keep_hidden``, the GELU's inputs of the chunks (else
-    an empty list, so that each chunk's is freed before the next).
-    ``params`` are the layers' weights and biases, then the norm's."""
+    """The MLP on 2-D ``x`` in row chunks; returns the output and, with
+    ``keep_hidden``, the GELU inputs of the chunks (else an empty list)."""
     weight1, bias1, weight2, bias2, norm_weight, norm_bias = params
     product = settings.product
     out = None if settings.chunk >= x.shape[0] else x.new_empty(
@@ -100,8 +86,7 @@ def _forward(x, params, settings, keep_hidden):
 
 class _GeluMlpFunction(torch.autograd.Function):
     """``fc2(gelu(fc1(norm(x))))`` on 2-D inputs, keeping ``x`` and
-    ``fc1(norm(x))``; without a norm (``settings.norm_eps`` None)
-    ``fc2(gelu(fc1(x)))``."""
+    ``fc1(norm(x))``; no norm where ``settings.norm_eps`` is None."""
 
     @staticmethod
     def forward(ctx, x, weight1, bias1, weight2, bias2, norm_weight,
@@ -180,9 +165,8 @@ class _GeluMlpFunction(torch.autograd.Function):
 
 
 def _fusable_norm(norm, x):
-    """Whether :func:`gelu_mlp` computes ``norm`` itself: a LayerNorm over
-    the channels of ``x`` without autocast (under autocast the norm runs
-    before the casts, as it would outside)."""
+    """Whether :func:`gelu_mlp` computes ``norm`` itself: a channel
+    LayerNorm without autocast (with it the norm runs before the casts)."""
     return (isinstance(norm, nn.LayerNorm)
             and tuple(norm.normalized_shape) == (x.shape[-1], )
             and not torch.is_autocast_enabled(x.device.type))
@@ -190,17 +174,11 @@ def _fusable_norm(norm, x):
 
 def gelu_mlp(x, fc1, fc2, approximate='none', norm=None):
     """``fc2(gelu(fc1(norm(x))))``, keeping one hidden-width tensor for
-    backward instead of two, and in row chunks when the hidden tensor is
-    large.
+    backward instead of two, in row chunks when the hidden tensor is large.
 
-    A LayerNorm over the channels given as ``norm`` is computed inside,
-    row chunk by row chunk: its output is recomputed in the backward pass
-    instead of kept (one token-width tensor less per block, for one more
-    pass of the norm). Other norms are applied first.
-
-    The products are those of :func:`mmtnt.accel.linear.linear`; under
-    autocast the inputs and weights are cast first, as
-    :func:`torch.nn.functional.linear` would cast them.
+    A channel LayerNorm ``norm`` is computed inside and recomputed in
+    backward; other norms are applied first. Products are those of
+    :func:`mmtnt.accel.linear.linear`.
 
     Args:
         x (Tensor): Input of shape (..., in_features).

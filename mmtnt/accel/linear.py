@@ -1,20 +1,11 @@
 """Linear layers whose CPU float32 products run on oneDNN.
 
-PyTorch computes float32 matrix products on the CPU with its BLAS (MKL in
-the official wheels), which takes a narrower code path on CPUs of other
-vendors; oneDNN (PyTorch's ``mkldnn`` backend) does not. :func:`linear`
-runs a layer's forward product and the product that gives the input's
-gradient on oneDNN; the weight's gradient, a product over all tokens of two
-transposed operands, stays on the BLAS (docs/benchmarks.md says why).
-
-In inference, oneDNN also applies an activation or a residual addition as
-a post-op of the product (:func:`linear_gelu`, :func:`linear_add`), so the
-output is written once instead of being written, read back and written
-again by an element-wise kernel. These fused operators have no autograd
-support: use them only where :func:`can_fuse` says so.
-
-Elsewhere (GPUs, other dtypes, autocast, tracers and compilers, builds
-without oneDNN) the plain layers compute the same function.
+MKL takes a narrower code path on CPUs of other vendors; oneDNN does not.
+:func:`linear` runs the forward and input-gradient products on oneDNN (the
+weight gradient stays on the BLAS, see docs/benchmarks.md). In inference
+:func:`linear_gelu` and :func:`linear_add` fuse a post-op into the product
+(no autograd: only where :func:`can_fuse`). Elsewhere (GPUs, other dtypes,
+autocast, tracers) the plain layers compute the same function.
 """
 import functools
 
@@ -27,8 +18,8 @@ from .tracing import is_traced
 
 @functools.lru_cache(maxsize=None)
 def _fused_ops_work():
-    """Whether this PyTorch build has the fused oneDNN linear operators and
-    they agree with the plain ones (checked once)."""
+    """Whether the fused oneDNN operators exist and agree with the plain
+    ones (checked once)."""
     try:
         op = torch.ops.mkldnn._linear_pointwise
         if not torch.backends.mkldnn.is_available():
@@ -50,9 +41,8 @@ def _fused_ops_work():
 
 
 def onednn_computes(x):
-    """Whether oneDNN's operators may compute layers applied to ``x``: CPU
-    float32 without autocast, outside tracers and compilers (which see the
-    plain layers), when the operators are available."""
+    """Whether oneDNN may compute layers on ``x``: CPU float32, no autocast,
+    not traced, operators available."""
     return (x.device.type == 'cpu' and x.dtype == torch.float32
             and torch.backends.mkldnn.enabled
             and not torch.is_autocast_enabled('cpu') and not is_traced()
@@ -60,29 +50,25 @@ def onednn_computes(x):
 
 
 def can_fuse(x, training):
-    """Whether the fused operators may compute the layers applied to ``x``:
-    :func:`onednn_computes` in inference (``training`` off, dropout and
-    stochastic depth with it) without autograd."""
+    """Whether the fused operators may run: :func:`onednn_computes` in
+    inference without autograd."""
     return (not training and not torch.is_grad_enabled()
             and onednn_computes(x))
 
 
 def uses_onednn(x, weight):
-    """Whether :func:`linear` computes ``x`` and a float32 ``weight`` on
-    oneDNN (:func:`onednn_computes`)."""
+    """Whether :func:`linear` computes ``x`` and ``weight`` on oneDNN."""
     return weight.dtype == torch.float32 and onednn_computes(x)
 
 
 def records_gradients(*tensors):
-    """Whether autograd records an operation on ``tensors`` (None ones
-    skipped): gradients are enabled and one of them requires a gradient."""
+    """Whether autograd records an operation on ``tensors`` (None skipped)."""
     return torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in tensors)
 
 
 def onednn_matmul(a, b_t, bias=None):
-    """``a @ b_t.T (+ bias)`` of 2-D CPU tensors (M, K) and (N, K) on
-    oneDNN, without autograd; ``b_t`` may be a transposed view."""
+    """``a @ b_t.T (+ bias)`` of 2-D CPU tensors on oneDNN, no autograd."""
     return torch.ops.mkldnn._linear_pointwise(a, b_t, bias, 'none', [], '')
 
 
@@ -99,8 +85,7 @@ def linear_add(x, linear, other):
 
 
 class _OneDnnLinearFunction(torch.autograd.Function):
-    """``F.linear`` on 2-D inputs with the forward and input-gradient
-    products on oneDNN."""
+    """``F.linear`` on 2-D inputs, forward and input gradient on oneDNN."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
@@ -146,8 +131,7 @@ def linear(x, weight, bias=None):
 
 
 class OneDnnLinear(nn.Linear):
-    """:class:`torch.nn.Linear` computed by :func:`linear` (oneDNN for CPU
-    float32); same parameters and state dict keys.
+    """:class:`torch.nn.Linear` computed by :func:`linear`; same state dict.
 
     Examples:
         >>> import torch

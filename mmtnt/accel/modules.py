@@ -1,6 +1,5 @@
-"""CPU versions of the plain layers: same parameters and state dict keys,
-same function, faster on the CPU. :func:`mmtnt.accel.accelerate_for_cpu`
-puts them in place of the plain ones."""
+"""CPU versions of the plain layers (same state dict, same function), which
+:func:`mmtnt.accel.accelerate_for_cpu` puts in place of the plain ones."""
 import torch.nn as nn
 
 from ..models.layers import Mlp, TransformerBlock
@@ -10,9 +9,8 @@ from .tracing import is_traced
 
 
 class CpuMlp(Mlp):
-    """:class:`Mlp` computed by :func:`gelu_mlp` (which also computes the
-    block's LayerNorm given as ``norm``) when the activation is a GELU,
-    dropout is off and no compiler or tracer is recording.
+    """:class:`Mlp` computed by :func:`gelu_mlp` (with the block's norm)
+    when the activation is a GELU, dropout is off and nothing traces.
 
     Examples:
         >>> import torch
@@ -22,8 +20,7 @@ class CpuMlp(Mlp):
     """
 
     def forward(self, x, norm=None):
-        """``fc2(act(fc1(norm(x))))`` (dropout after each layer) of tokens
-        (..., in_dims); ``norm`` is optional."""
+        """``fc2(act(fc1(norm(x))))``; ``norm`` is optional."""
         if self._uses_gelu_mlp():
             return gelu_mlp(x, self.fc1, self.fc2, self.act.approximate,
                             norm=norm)
@@ -36,15 +33,9 @@ class CpuMlp(Mlp):
 
 
 class CpuTransformerBlock(TransformerBlock):
-    """:class:`TransformerBlock` for the CPU.
-
-    In float32 inference without autograd the residual additions and an
-    exact GELU run as oneDNN post-ops of the products before them (same
-    function, fewer passes over memory). Otherwise the MLP computes the
-    second norm inside. Its MLP is a :class:`CpuMlp`:
-    :func:`mmtnt.accel.accelerate_for_cpu` swaps the block and its MLP
-    together.
-    """
+    """:class:`TransformerBlock` for the CPU (its MLP a :class:`CpuMlp`):
+    in float32 inference the residual additions and an exact GELU run as
+    oneDNN post-ops; otherwise the MLP computes the second norm inside."""
 
     def forward(self, x, hw_shape=None, attn_bias=None):
         if can_fuse(x, self.training):

@@ -3,9 +3,8 @@ import torch
 
 
 def is_traced():
-    """Whether ``torch.jit`` is tracing or scripting, or ``torch.compile``
-    is compiling: the CPU fast paths step aside then, so that exporters and
-    compilers see the plain layers, which compute the same function.
+    """Whether ``torch.jit`` or ``torch.compile`` is recording: the CPU fast
+    paths then step aside so that exporters and compilers see plain layers.
 
     Examples:
         >>> is_traced()
