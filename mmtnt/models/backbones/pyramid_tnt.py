@@ -198,6 +198,7 @@ class PyramidTNTStage(nn.Module):
         attn_cfg (dict): The other arguments of the attentions.
         block_cfg (dict): The other arguments of the transformer blocks.
     """
+    resize_impl = 'interpolate'  # mmtnt.models.set_resize_impl
 
     def __init__(self, in_dims, outer_dims, inner_dims, num_heads_outer,
                  num_heads_inner, sr_ratio, pos_grid, drop_path_rates,
@@ -254,7 +255,7 @@ class PyramidTNTStage(nn.Module):
         """The learned attention bias resized to a sentence ``grid``."""
         return resize_attention_bias(self.relative_pos, self.pos_grid,
                                      self.pos_key_grid, grid,
-                                     self.key_grid(grid))
+                                     self.key_grid(grid), self.resize_impl)
 
     def forward(self, words, sentences, in_grid, grid, run_block):
         """Update words and sentences; the sentences come from ``in_grid``
@@ -347,6 +348,7 @@ class PyramidTNT(BaseBackbone):
     embedding_names = ('stem', 'word_pos', 'sentence_pos', 'pos_drop')
     foreign_keys = r'(outer_pos|patch_embed\.|word_merges\.)'
     converter = 'pyramid_tnt2mmtnt.py'
+    resize_impl = 'interpolate'  # mmtnt.models.set_resize_impl
 
     def __init__(self,
                  arch='s',
@@ -541,7 +543,8 @@ class PyramidTNT(BaseBackbone):
         out_grids = self.token_grids(*x.shape[-2:])
         words, sentences = self.stem(pad_to_multiple(x, SENTENCE_STRIDE))
         words = words + self.word_pos
-        pos = resize_pos_embed(self.sentence_pos, self.pos_grids[0], grids[0])
+        pos = resize_pos_embed(self.sentence_pos, self.pos_grids[0], grids[0],
+                               impl=self.resize_impl)
         sentences = sentences + self.pos_drop(pos)
 
         outs = []

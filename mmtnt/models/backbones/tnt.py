@@ -213,6 +213,7 @@ class TNT(BaseBackbone):
     foreign_keys = r'(outer_pos|patch_pos|pixel_pos|layers\.0\.)'
     converter = 'tnt2mmtnt.py'
     num_extra_tokens = 1  # the class token
+    resize_impl = 'interpolate'  # mmtnt.models.set_resize_impl
     embedding_names = ('word_embed', 'word_pos', 'sentence_proj',
                        'cls_token', 'sentence_pos', 'drop_after_pos')
 
@@ -373,7 +374,8 @@ class TNT(BaseBackbone):
              self.sentence_proj(words, B)],
             dim=1)
         sentences = sentences + resize_pos_embed(
-            self.sentence_pos, self.pos_grid, grid, self.num_extra_tokens)
+            self.sentence_pos, self.pos_grid, grid, self.num_extra_tokens,
+            self.resize_impl)
         sentences = self.drop_after_pos(sentences)
 
         outs = []
