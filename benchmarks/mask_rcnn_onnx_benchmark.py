@@ -15,8 +15,8 @@ The image is preprocessed as the config's data preprocessor does it
 batch input and ``img_shape``; the detections are those of
 ``predict(..., rescale=False)``, and both sides' are matched at the end.
 The graph is exported as :func:`mmtnt.deploy.export_onnx` exports any
-detector (attention in parts, :func:`mmtnt.deploy.graphs.
-graph_attention`), and its session runs without ONNX Runtime's memory
+detector (attention in parts: ``attn_impl='parts'``, set by
+:func:`mmtnt.deploy.graphs.export_friendly`), and its session runs without ONNX Runtime's memory
 pattern unless ``--memory-pattern`` is given
 (:func:`mmtnt.deploy.cpu_session`).
 
