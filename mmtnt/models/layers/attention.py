@@ -1,12 +1,6 @@
 """The attentions of TNT, PyramidTNT and Twins, and the functions that
-compute their weights.
-
-Each attention computes ``proj(attend(x, ...))``: :meth:`attend` projects
-queries, keys and values, splits the heads and calls
-:meth:`~MultiheadAttention.scaled_dot_product`, the one place the weights
-are formed, by the implementation the module's ``attn_impl`` names
-(:data:`ATTENTION_IMPLS`, set with :func:`set_attention_impl`).
-"""
+compute their weights, by the implementation each module's ``attn_impl``
+names (:data:`ATTENTION_IMPLS`, :func:`set_attention_impl`)."""
 import math
 from typing import Optional
 
@@ -19,23 +13,19 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from ..utils.shape import ceil_div, known_equal, pad_to_multiple
 from .layout import map_to_tokens, tokens_to_map
 
-#: Head dims the fused 16-bit kernels take without padding: cuDNN and
-#: memory-efficient attention refuse others, FlashAttention pads them.
+#: Head dims the fused 16-bit kernels take without padding.
 FUSED_HEAD_DIM_MULTIPLE = 8
-#: The most batch entries, and heads, that the fused CUDA kernels take: a
-#: CUDA grid's second and third dimensions stop at 65535.
+#: The most batch entries, and heads, the fused CUDA kernels take.
 MAX_FUSED_BATCH = 65535
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 #: The parts that :func:`parts_attention` cuts the queries into.
 ATTENTION_QUERY_CHUNKS = 16
-#: Attention whose weights per batch entry and head (queries x keys) are
-#: known to be fewer than this (4 MiB in float32) is not cut into parts.
+#: Attention with fewer weights (queries x keys) is not cut into parts.
 MIN_CHUNKED_WEIGHTS = 2**20
 
 
 def attention_dtype(query):
-    """The dtype the attention products of ``query`` run in: its own, or
-    the autocast dtype where autocast would cast a float32 ``query``."""
+    """The dtype attention on ``query`` runs in, autocast included."""
     device_type = query.device.type
     if (query.dtype == torch.float32
             and torch.is_autocast_enabled(device_type)):
@@ -44,9 +34,9 @@ def attention_dtype(query):
 
 
 def exceeds_fused_grid(query):
-    """Whether ``query`` (..., heads, N, d) has more batch entries or heads
-    than :data:`MAX_FUSED_BATCH`. Not asked while ``torch.export`` traces
-    the model: the question would bound the exported graph's batch."""
+    """Whether ``query`` has more batch entries or heads than
+    :data:`MAX_FUSED_BATCH` (never while exporting: it would bound the
+    graph's batch)."""
     if torch.compiler.is_exporting():
         return False
     *batch, heads = query.shape[:-2]
@@ -54,11 +44,9 @@ def exceeds_fused_grid(query):
 
 
 def takes_explicit_route(query, key, value):
-    """Whether :func:`scaled_dot_product_attention` computes ``query``
-    (..., heads, Nq, d), ``key`` and ``value`` with
-    :func:`explicit_attention`: 16-bit attention whose head dims are not
-    multiples of :data:`FUSED_HEAD_DIM_MULTIPLE`, and attention over more
-    than :data:`MAX_FUSED_BATCH` batch entries or heads.
+    """Whether :func:`scaled_dot_product_attention` takes
+    :func:`explicit_attention`: 16-bit head dims the fused kernels don't
+    take, or too many batch entries or heads for them.
 
     Examples:
         >>> import torch
@@ -88,12 +76,11 @@ def explicit_attention(query,
         query (Tensor): Shape (..., Nq, d).
         key (Tensor): Shape (..., Nk, d).
         value (Tensor): Shape (..., Nk, d_v).
-        attn_mask (Tensor, optional): A float bias added to the logits, or
-            a boolean mask, True where a query may attend a key; broadcast
-            to (..., Nq, Nk).
+        attn_mask (Tensor, optional): A float bias on the logits, or a
+            boolean mask (True: may attend); broadcast to (..., Nq, Nk).
         dropout_p (float): Dropout rate on the attention weights.
-        float32_softmax (bool): Whether 16-bit logits are normalised in
-            float32 (then cast back). Defaults to True.
+        float32_softmax (bool): Softmax 16-bit logits in float32.
+            Defaults to True.
 
     Returns:
         Tensor: Shape (..., Nq, d_v).
@@ -106,7 +93,6 @@ def explicit_attention(query,
     """
     scale = query.shape[-1]**-0.5
     if attn_mask is not None and attn_mask.is_floating_point():
-        # bias + scale * q k^T in one pass.
         attn = torch.add(
             attn_mask, query @ key.transpose(-2, -1), alpha=scale)
     else:
@@ -122,11 +108,8 @@ def explicit_attention(query,
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.):
-    """The ``'auto'`` implementation:
-    :func:`torch.nn.functional.scaled_dot_product_attention`, or
-    :func:`explicit_attention` where :func:`takes_explicit_route` says so
-    (a rule on the inputs' dtype and shape, never their device).
-
+    """The ``'auto'`` implementation: PyTorch's fused attention, or
+    :func:`explicit_attention` where :func:`takes_explicit_route` says so.
     Takes and returns what :func:`explicit_attention` does.
 
     Examples:
@@ -143,12 +126,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
 
 def cuts_queries(query, key):
     """Whether :func:`parts_attention` cuts the queries: unless their
-    weights per batch entry and head (queries x keys) are known to be fewer
-    than :data:`MIN_CHUNKED_WEIGHTS`.
-
-    In a dynamic export, attention within windows and sentences, whose
-    sizes the model fixes, stays whole, and attention over the whole token
-    map, whose queries follow the input's size (a symbol), is cut.
+    weights are known to be fewer than :data:`MIN_CHUNKED_WEIGHTS` (so
+    windows and sentences stay whole in a dynamic export).
 
     Examples:
         >>> q, k = torch.rand(8, 4, 49, 32), torch.rand(8, 4, 49, 32)
@@ -161,8 +140,7 @@ def cuts_queries(query, key):
 
 
 def part_bounds(num_queries, chunks):
-    """The ``chunks + 1`` bounds ``i * num_queries // chunks`` of the parts
-    of the queries, whose sizes differ by 1 at most."""
+    """The ``chunks + 1`` bounds of the parts of the queries."""
     return [part * num_queries // chunks for part in range(chunks + 1)]
 
 
@@ -171,10 +149,8 @@ def attention_in_parts(query: torch.Tensor, key: torch.Tensor,
                        value: torch.Tensor, attn_mask: Optional[torch.Tensor],
                        chunks: int, split_mask: bool) -> torch.Tensor:
     """:func:`explicit_attention` over ``chunks`` parts of the queries in
-    turn (:func:`part_bounds`), the outputs joined on the queries' axis;
-    ``split_mask``: whether ``attn_mask`` has a row per query (cut with
-    them) or one row for all. One operator while ``torch.export`` traces
-    the model, which ``mmtnt.deploy`` writes out as ONNX nodes."""
+    turn; ``split_mask``: whether ``attn_mask`` has a row per query. One
+    operator for ``torch.export``, written out by ``mmtnt.deploy``."""
     outputs = []
     bounds = part_bounds(query.shape[-2], chunks)
     for start, end in zip(bounds[:-1], bounds[1:]):
@@ -197,22 +173,16 @@ def parts_attention(query,
                     dropout_p=0.,
                     chunks=ATTENTION_QUERY_CHUNKS):
     """The ``'parts'`` implementation: :func:`explicit_attention` over
-    ``chunks`` parts of the queries in turn (``mmtnt::attention_in_parts``)
-    where :func:`cuts_queries` says so; else in one piece.
-
-    The result is the same, since the softmax normalises each query's
-    weights on its own; but a graph exported from it holds the weights of
-    one part at a time, 1/``chunks`` of the (queries x keys) matrix.
+    ``chunks`` parts of the queries in turn where :func:`cuts_queries` says
+    so, else whole. Same result; an exported graph holds one part's
+    weights at a time.
 
     Args:
         query, key, value, attn_mask, dropout_p: As
-            :func:`explicit_attention` takes them (the mask's queries' axis
-            1 or Nq); with dropout the attention stays whole.
+            :func:`explicit_attention` takes them; with dropout the
+            attention stays whole.
         chunks (int): The parts. Defaults to
             :data:`ATTENTION_QUERY_CHUNKS`.
-
-    Returns:
-        Tensor: Shape (..., Nq, d_v).
 
     Examples:
         >>> q, k = torch.rand(1, 4, 4200, 8), torch.rand(1, 4, 1050, 8)
@@ -228,28 +198,21 @@ def parts_attention(query,
                               split_mask)
 
 
-#: The implementations of attention that mmtnt's attention modules take as
-#: ``attn_impl``: ``'auto'`` (:func:`scaled_dot_product_attention`, the
-#: default), ``'explicit'`` (:func:`explicit_attention`) and ``'parts'``
-#: (:func:`parts_attention`).
+#: The ``attn_impl`` values: ``'auto'`` (the default,
+#: :func:`scaled_dot_product_attention`), ``'explicit'`` and ``'parts'``.
 ATTENTION_IMPLS = ('auto', 'explicit', 'parts')
 
 
 def set_attention_impl(model, impl):
-    """Set how the attention modules of ``model`` compute their attention,
-    as the ``attn_impl`` of each :class:`MultiheadAttention` in it (its
-    subclasses too).
+    """Set the ``attn_impl`` of every :class:`MultiheadAttention` (and
+    subclass) in ``model``.
 
     Args:
-        model (nn.Module): Changed in place.
-        impl (str): One of :data:`ATTENTION_IMPLS`: ``'auto'`` picks
-            PyTorch's fused attention or the explicit products by the
-            inputs' dtype and shape; ``'explicit'`` always computes the
-            explicit products; ``'parts'`` computes them with the queries
-            in parts where the (queries x keys) weights may be many (what
-            ``mmtnt.deploy`` exports for segmentors and detectors).
-
-    Returns ``model``; raises a ValueError for another ``impl``.
+        model (nn.Module): Changed in place, and returned.
+        impl (str): One of :data:`ATTENTION_IMPLS`: ``'auto'`` (fused or
+            explicit by dtype and shape), ``'explicit'`` (the explicit
+            products) or ``'parts'`` (explicit, queries in parts where the
+            weights may be many). Else a ValueError.
 
     Examples:
         >>> from mmtnt.models import SVT, set_attention_impl
@@ -274,18 +237,15 @@ def check_heads(embed_dims, num_heads):
 
 
 def split_heads(x, num_parts, num_heads):
-    """Split projected tokens (B, N, num_parts * C) into ``num_parts``
-    tensors of shape (B, num_heads, N, C // num_heads)."""
+    """Split (B, N, num_parts * C) into ``num_parts`` tensors
+    (B, num_heads, N, C // num_heads)."""
     x = x.unflatten(-1, (num_parts, num_heads, -1))
     return x.permute(2, 0, 3, 1, 4).unbind(0)
 
 
 def merge_heads(x):
-    """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d).
-
-    While ``torch.export`` traces the model, several heads are copied: the
-    ONNX exporter does not keep the memory layout of the traced attention,
-    so a flatten recorded as a view would disagree with PyTorch."""
+    """Join heads (B, num_heads, N, d) into tokens (B, N, num_heads * d);
+    copied while exporting, as the ONNX exporter would mistake the view."""
     x = x.transpose(1, 2)
     if torch.compiler.is_exporting() and x.shape[2] > 1:
         x = x.clone(memory_format=torch.contiguous_format)
@@ -311,10 +271,8 @@ class MultiheadAttention(nn.Module):
         >>> attn(torch.rand(2, 10, 64)).shape
         torch.Size([2, 10, 64])
     """
-    #: How the attention is computed, one of :data:`ATTENTION_IMPLS`
-    #: (:func:`set_attention_impl`).
+    #: One of :data:`ATTENTION_IMPLS` (:func:`set_attention_impl`).
     attn_impl = 'auto'
-    #: The function of ``attn_impl='auto'``.
     auto_attention = staticmethod(scaled_dot_product_attention)
 
     def __init__(self,
@@ -332,35 +290,19 @@ class MultiheadAttention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x, hw_shape=None, attn_bias=None):
-        """``proj(attend(x, hw_shape, attn_bias))``, then dropout.
-
-        Args:
-            x (Tensor): Tokens (B, N, C).
-            hw_shape (tuple[int, int], optional): Their grid (H, W), for
-                the attentions that read the token map (not used here).
-            attn_bias (Tensor, optional): Added to the attention logits.
-
-        Returns:
-            Tensor: Tokens (B, N, C).
-        """
+        """Tokens (B, N, C) -> (B, N, C); ``hw_shape`` (H, W) is for the
+        attentions that read the token map, ``attn_bias`` is added to the
+        logits."""
         return self.proj_drop(self.proj(self.attend(x, hw_shape, attn_bias)))
 
     def attend(self, x, hw_shape=None, attn_bias=None):
-        """Attention over the tokens ``x`` (B, N, C), before the output
-        projection; ``attn_bias`` (broadcast to (B, heads, N, N)) is added
-        to the logits. ``hw_shape`` is not needed."""
+        """Attention over ``x`` (B, N, C), before the output projection."""
         q, k, v = split_heads(self.qkv(x), 3, self.num_heads)
         return merge_heads(self.scaled_dot_product(q, k, v, attn_bias))
 
     def scaled_dot_product(self, query, key, value, attn_mask=None):
-        """``softmax(query key^T / sqrt(d) + attn_mask) value``, with
-        dropout on the weights while training, by the implementation that
-        ``attn_impl`` names.
-
-        Takes query (B, heads, Nq, d), key and value (B, heads, Nk, d)
-        and a mask as :func:`explicit_attention` does; returns
-        (B, heads, Nq, d).
-        """
+        """The attention of :func:`explicit_attention`'s arguments by
+        ``attn_impl``, with dropout while training."""
         attention = {
             'auto': self.auto_attention,
             'explicit': explicit_attention,
@@ -375,24 +317,15 @@ class MultiheadAttention(nn.Module):
 
 
 class SpatialReductionAttention(MultiheadAttention):
-    """Attention whose keys and values come from a spatially reduced copy
-    of the token map: Twins' global sub-sampled attention (GSA) and
-    PyramidTNT's spatial-reduction attention (SRA).
-
-    The map is reduced by ``sr_ratio`` in both directions, then normalised:
-
-    - ``reduction='conv'`` (Twins): a ``sr_ratio`` x ``sr_ratio`` convolution
-      of the same stride, ``sr``;
-    - ``reduction='pool'`` (PyramidTNT): average pooling over
-      ``sr_ratio`` x ``sr_ratio`` windows, then a linear layer, ``sr_proj``.
-
-    Either way the last ``H % sr_ratio`` rows and ``W % sr_ratio`` columns
-    do not reach the keys and values (the official models' behaviour);
-    queries cover every token. With ``sr_ratio=1`` there is no reduction and
-    this is :class:`MultiheadAttention`, with its fused ``qkv`` projection.
+    """Attention whose keys and values come from a spatially reduced token
+    map: Twins' GSA (``reduction='conv'``, a strided convolution) and
+    PyramidTNT's SRA (``'pool'``, average pooling and a linear layer).
+    Rows and columns past a multiple of ``sr_ratio`` reach only the queries,
+    as in the official models.
 
     Args:
-        sr_ratio (int): Spatial reduction of keys and values. Defaults to 1.
+        sr_ratio (int): Spatial reduction of keys and values; 1 is
+            :class:`MultiheadAttention`. Defaults to 1.
         reduction (str): ``'conv'`` or ``'pool'``. Defaults to ``'conv'``.
         norm_cfg (dict): The norm after the reduction. Defaults to
             ``dict(type='LN')``.
@@ -401,9 +334,6 @@ class SpatialReductionAttention(MultiheadAttention):
 
     Examples:
         >>> import torch
-        >>> attn = SpatialReductionAttention(64, 2, sr_ratio=4)
-        >>> attn(torch.rand(2, 15 * 17, 64), (15, 17)).shape
-        torch.Size([2, 255, 64])
         >>> attn = SpatialReductionAttention(64, 4, sr_ratio=2,
         ...                                  reduction='pool')
         >>> bias = torch.zeros(1, 4, 6 * 8, 3 * 4, requires_grad=True)
@@ -442,8 +372,7 @@ class SpatialReductionAttention(MultiheadAttention):
         self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
 
     def reduce(self, x, hw_shape):
-        """The reduced tokens (B, (H // sr) * (W // sr), C) of tokens ``x``
-        on a grid ``hw_shape`` (H, W), normalised."""
+        """The reduced, normalised tokens of ``x`` on a grid ``hw_shape``."""
         fmap = tokens_to_map(x, hw_shape)
         if self.reduction == 'conv':
             return self.sr_norm(map_to_tokens(self.sr(fmap)))
@@ -451,9 +380,7 @@ class SpatialReductionAttention(MultiheadAttention):
         return self.sr_norm(self.sr_proj(map_to_tokens(pooled)))
 
     def attend(self, x, hw_shape=None, attn_bias=None):
-        """Attention over tokens ``x`` (B, H*W, C) on a grid ``hw_shape``,
-        before the output projection; ``attn_bias`` (broadcast to
-        (B, heads, H*W, (H // sr) * (W // sr))) is added to the logits."""
+        """Attention over ``x`` (B, H*W, C), before the output projection."""
         if self.sr_ratio == 1:
             return super().attend(x, hw_shape, attn_bias)
         q, = split_heads(self.q(x), 1, self.num_heads)
@@ -464,12 +391,8 @@ class SpatialReductionAttention(MultiheadAttention):
 
 class LocallyGroupedAttention(MultiheadAttention):
     """Locally-grouped self-attention (LSA) of Twins-SVT: attention within
-    each ``window_size`` x ``window_size`` window.
-
-    A map whose sides are not multiples of ``window_size`` is padded at the
-    right and bottom; padded tokens are masked out as keys, so every real
-    token attends to exactly the real tokens of its window, whichever of the
-    two pads is zero.
+    ``window_size`` x ``window_size`` windows. The map is padded at the
+    right and bottom, and padded keys are masked out.
 
     Args:
         window_size (int): Side of a window. Defaults to 7.
@@ -478,9 +401,9 @@ class LocallyGroupedAttention(MultiheadAttention):
 
     Examples:
         >>> import torch
-        >>> attn = LocallyGroupedAttention(64, 2, window_size=7)
-        >>> attn(torch.rand(2, 15 * 17, 64), (15, 17)).shape
-        torch.Size([2, 255, 64])
+        >>> attn = LocallyGroupedAttention(32, 2, window_size=4)
+        >>> attn(torch.rand(1, 9 * 10, 32), (9, 10)).shape
+        torch.Size([1, 90, 32])
     """
 
     def __init__(self, embed_dims, num_heads, window_size=7, **kwargs):
@@ -492,9 +415,8 @@ class LocallyGroupedAttention(MultiheadAttention):
 
     @staticmethod
     def padding_mask(hw_shape, window_size, device=None):
-        """Which keys of each window of a map ``hw_shape`` (H, W), padded,
-        are real tokens: boolean (num_windows, 1, 1, window_size**2), the
-        windows in row-major order."""
+        """Which keys of each padded window are real tokens: boolean
+        (num_windows, 1, 1, window_size**2), windows row-major."""
         H, W = hw_shape
         ws = window_size
         nh, nw = ceil_div(H, ws), ceil_div(W, ws)
@@ -505,9 +427,8 @@ class LocallyGroupedAttention(MultiheadAttention):
         return real.reshape(nh * nw, 1, 1, ws * ws)
 
     def attend(self, x, hw_shape=None, attn_bias=None):
-        """Attention within the windows of tokens ``x`` (B, H*W, C) on a
-        grid ``hw_shape`` (H, W), before the output projection. Windows
-        take no ``attn_bias``."""
+        """Attention within windows of ``x`` (B, H*W, C), before the output
+        projection."""
         if attn_bias is not None:
             raise ValueError('LocallyGroupedAttention takes no attn_bias.')
         B, N, C = x.shape
@@ -516,7 +437,6 @@ class LocallyGroupedAttention(MultiheadAttention):
         x = pad_to_multiple(x.view(B, H, W, C), ws, dims=(1, 2))
         nh, nw = x.shape[1] // ws, x.shape[2] // ws
         padded = not known_equal(x.shape[1:3], (H, W))
-        # (B * windows, ws * ws, C), windows in row-major order.
         windows = x.view(B, nh, ws, nw, ws, C).transpose(2, 3).reshape(
             B * nh * nw, ws * ws, C)
         q, k, v = split_heads(self.qkv(windows), 3, self.num_heads)
@@ -529,5 +449,4 @@ class LocallyGroupedAttention(MultiheadAttention):
         x = windows.transpose(2, 3).reshape(B, nh * ws, nw * ws, C)
         if padded:
             x = x[:, :H, :W]
-        # The output projection then skips the padded tokens.
         return x.reshape(B, N, C)
