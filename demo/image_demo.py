@@ -24,9 +24,12 @@ import tempfile
 
 import mmcv
 import mmengine
+import numpy as np
+import torch
 from mmengine.config import Config, DictAction
 
-from mmtnt.apis import build_inferencer, summarize_prediction
+from mmtnt.apis import build_inferencer
+from mmtnt.apis.inference import TASKS
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp')
 
@@ -119,6 +122,67 @@ def draw(inferencer, task, image, prediction, args):
     return inferencer.visualize([image], [prediction],
                                 return_vis=True,
                                 opacity=args.opacity)[0]
+
+
+def summarize_prediction(task, prediction, classes, topk=5, score_thr=0.3):
+    """Turn one image's prediction into plain numbers and text.
+
+    Args:
+        task (str): ``'mmpretrain'``, ``'mmdet'`` or ``'mmseg'``.
+        prediction: What the task's Inferencer returns for the image with
+            ``return_datasamples=True``: a ``DataSample``, ``DetDataSample``
+            or ``SegDataSample``.
+        classes (Sequence[str] | None): Class names, indexed by label.
+        topk (int): Classes kept for a classifier. Defaults to 5.
+        score_thr (float): Lowest score of a kept detection. Defaults to 0.3.
+
+    Returns:
+        dict: ``topk`` (label, class, score) for classification;
+        ``instances`` (label, class, score, box ``[x1, y1, x2, y2]`` in
+        pixels of the input, and ``mask_area`` for instance masks) for
+        detection; ``classes`` (label, class, fraction of the pixels) and
+        ``label_map`` (an HxW ``np.ndarray``) for segmentation.
+    """
+
+    def name(label):
+        return classes[label] if classes is not None else str(label)
+
+    if task == 'mmpretrain':
+        scores = prediction.pred_score.float().cpu()
+        values, labels = scores.topk(min(topk, scores.numel()))
+        return dict(topk=[
+            dict(label=int(label), cls=name(int(label)), score=float(value))
+            for value, label in zip(values, labels)
+        ])
+    if task == 'mmdet':
+        pred = prediction.pred_instances.cpu()
+        keep = pred.scores >= score_thr
+        instances = []
+        for i in torch.nonzero(keep).flatten().tolist():
+            label = int(pred.labels[i])
+            instance = dict(
+                label=label,
+                cls=name(label),
+                score=float(pred.scores[i]),
+                box=[round(float(v), 1) for v in pred.bboxes[i]])
+            if 'masks' in pred:
+                instance['mask_area'] = int(pred.masks[i].sum())
+            instances.append(instance)
+        return dict(instances=instances)
+    if task == 'mmseg':
+        label_map = prediction.pred_sem_seg.data[0].cpu().numpy()
+        labels, counts = np.unique(label_map, return_counts=True)
+        order = np.argsort(-counts)
+        return dict(
+            classes=[
+                dict(
+                    label=int(labels[i]),
+                    cls=name(int(labels[i])),
+                    fraction=float(counts[i] / label_map.size))
+                for i in order
+            ],
+            label_map=label_map)
+    raise ValueError(f'task must be one of {TASKS}, got {task!r}.')
 
 
 def describe(summary):

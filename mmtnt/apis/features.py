@@ -1,7 +1,5 @@
 """Image -> feature maps with mmpretrain's ``FeatureExtractor``, for the
-names of mmtnt's model index. Which outputs come back is the backbone's
-config (``out_indices``, ``out_type``); where the cells of each map lie is
-what the backbone declares in ``token_grids``."""
+names of mmtnt's model index."""
 from mmengine.model import BaseModel
 from mmpretrain.apis import FeatureExtractor as MMPretrainFeatureExtractor
 
@@ -14,15 +12,12 @@ class FeatureExtractor(MMPretrainFeatureExtractor):
     channels as the model takes (:class:`ClassificationInferencer`).
 
     Args:
-        model (str | Config | BaseModel): A classifier: what
-            :func:`mmtnt.apis.get_model` takes, or a built model.
+        model (str | Config | BaseModel): What
+            :func:`mmtnt.apis.get_model` takes, or a built classifier.
         pretrained (str | bool): As :func:`mmtnt.apis.model_config` takes
             it. Defaults to True.
-        device (str, optional): ``'cpu'``, ``'cuda'``... Defaults to the
-            CPU.
-        **kwargs: Changes to the config's ``model`` (not for a built model),
-            e.g. ``backbone=dict(out_indices=(0, 1, 2, 3),
-            out_type='featmap')``.
+        device (str, optional): Defaults to the CPU.
+        **kwargs: Changes to the config's ``model`` (not for a built one).
 
     Examples:
         >>> import numpy as np

@@ -1,7 +1,5 @@
-"""Models by the names of mmtnt's model index (``list_models``,
-``get_model``, ``inference_model``, as ``mmpretrain.apis`` over
-mmpretrain's), and the one builder they and :mod:`mmtnt.deploy` share
-(``model_config``, ``init_model``)."""
+"""Models by the names of mmtnt's model index, as ``mmpretrain.apis``, and
+the one builder they and :mod:`mmtnt.deploy` share."""
 import copy
 import fnmatch
 import logging
@@ -24,12 +22,10 @@ def list_models(pattern=None, exclude_patterns=None, task=None):
     """The model names of mmtnt's index, as mmpretrain's ``list_models``.
 
     Args:
-        pattern (str, optional): A wildcard pattern (``fnmatch``, in any
-            case) of the beginning of the names to list.
-        exclude_patterns (list[str] | str, optional): Patterns of names
-            to leave out.
-        task (str, optional): A task of the models' results (``'Image
-            Classification'``, ``'Semantic Segmentation'``...) or a
+        pattern (str, optional): A wildcard pattern (any case) of the
+            beginning of the names.
+        exclude_patterns (list[str] | str, optional): Patterns to leave out.
+        task (str, optional): A task (``'Image Classification'``...) or a
             library (``'mmpretrain'``, ``'mmdet'``, ``'mmseg'``).
 
     Returns:
@@ -39,11 +35,6 @@ def list_models(pattern=None, exclude_patterns=None, task=None):
         >>> from mmtnt.apis import list_models
         >>> list_models('Twins-SVT-S')
         ['twins-svt-small_8xb128_in1k']
-        >>> list_models('upernet_twins-svt-s',
-        ...             exclude_patterns=['*mmseg', '*layer-decay'])
-        ['upernet_twins-svt-s_8xb2-160k_ade20k-512x512']
-        >>> len(list_models(task='mmseg')) > 0
-        True
     """
     if isinstance(exclude_patterns, str):
         exclude_patterns = [exclude_patterns]
@@ -68,22 +59,15 @@ def model_config(model, pretrained=False):
     that ``pretrained`` asks for.
 
     Args:
-        model (str | Config): A model name (:func:`list_models`, in any
-            case), a config file (``.py``) or a loaded config (copied).
-        pretrained (bool | str): True for a named model's published weights
-            (``mmtnt://NAME``), else the config's ``load_from``, with a
-            warning where there is neither; a checkpoint (file, URL or
-            ``mmtnt://NAME[@SOURCE]``); False for none. Defaults to False.
-            :func:`get_model`, :func:`inference_model` and
-            :class:`FeatureExtractor` take it as this function does.
+        model (str | Config): A model name (any case), a ``.py`` config
+            file or a loaded config (copied).
+        pretrained (bool | str): True for the published weights, else the
+            config's ``load_from`` (a warning if neither); a checkpoint
+            (file, URL or ``mmtnt://NAME[@SOURCE]``); False for none.
 
     Returns:
-        tuple[Config, str | None]: The config and the checkpoint to load
-        (None: keep the initialised weights).
-
-    Raises:
-        ValueError: For a name that is not in the model index.
-        TypeError: For anything else than a name, a file or a Config.
+        tuple[Config, str | None]: The config and the checkpoint (None:
+        keep the initialised weights).
 
     Examples:
         >>> from mmtnt.apis import model_config
@@ -119,39 +103,28 @@ def init_model(config, checkpoint=None, init_weights=False):
     """Build the model of a config with its weights: the one builder
     behind :func:`get_model` and :func:`mmtnt.deploy.build_model`.
 
-    Built under the config's ``default_scope``, none left behind; a
-    top-level ``data_preprocessor`` is the model's, as in mmengine's Runner.
+    Built under the config's ``default_scope``; a top-level
+    ``data_preprocessor`` is the model's, as in mmengine's Runner.
 
     Args:
         config (Config): A config whose ``default_scope`` is
             ``'mmpretrain'``, ``'mmseg'`` or ``'mmdet'``.
         checkpoint (str, optional): A file, a URL or
-            ``mmtnt://NAME[@SOURCE]``, checked or fetched
-            (:func:`mmtnt.hub.prepare_checkpoint`) before the model is
-            built. None keeps the initialised weights.
-        init_weights (bool): Without a checkpoint, initialise the weights
-            as the model's ``init_cfg`` says, as training starts, instead
-            of keeping the layers' own initialisation. Defaults to False.
+            ``mmtnt://NAME[@SOURCE]``; None keeps the initialised weights.
+        init_weights (bool): Without a checkpoint, initialise as the
+            ``init_cfg`` says. Defaults to False.
 
     Returns:
-        BaseModel: On the CPU, in eval mode, with ``cfg`` (the config),
-        ``dataset_meta`` (the checkpoint's classes, else those of the
-        config's test dataset class) and mmpretrain's ``_config``,
-        ``_dataset_meta`` and ``_metainfo``.
-
-    Raises:
-        ValueError: For another ``default_scope``.
-        CheckpointFileError: For a checkpoint file that cannot be one.
-        HubError: If published weights cannot be fetched.
+        BaseModel: On the CPU, in eval mode, with ``cfg`` and
+        ``dataset_meta`` (the checkpoint's, else the test dataset's).
 
     Examples:
         >>> from mmengine.config import Config
-        >>> from mmengine.registry import DefaultScope
         >>> from mmtnt.apis import init_model
         >>> model = init_model(Config.fromfile(
         ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py'))
-        >>> type(model).__name__, DefaultScope.get_current_instance()
-        ('ImageClassifier', None)
+        >>> type(model).__name__
+        'ImageClassifier'
     """
     scope = config.get('default_scope')
     if scope not in SCOPE_TASKS:
@@ -179,8 +152,7 @@ def init_model(config, checkpoint=None, init_weights=False):
 
 
 def _quietly_init_weights(model):
-    """``model.init_weights()`` without mmengine's log of every initialised
-    parameter."""
+    """``model.init_weights()`` without mmengine's per-parameter log."""
     from mmengine.logging import MMLogger
     logger = MMLogger.get_current_instance()
     level = logger.level
@@ -207,25 +179,20 @@ def _dataset_meta(config, checkpoint):
 
 
 def get_model(model, pretrained=False, device=None, **cfg_options):
-    """Build a model of the index, or of a config, with its weights
-    (:func:`model_config`, then :func:`init_model`).
+    """Build a model of the index, or of a config, with its weights.
 
     Args:
         model (str | Config): As :func:`model_config` takes it.
         pretrained (bool | str): As :func:`model_config` takes it.
             Defaults to False.
-        device (str | torch.device, optional): Where to put the model.
-            Defaults to None (the CPU).
+        device (str | torch.device, optional): Defaults to the CPU.
         **cfg_options: Changes to the config's ``model``, e.g.
             ``backbone=dict(out_indices=(0, 1, 2, 3))``.
-
-    Returns:
-        BaseModel: As :func:`init_model` returns it.
 
     Examples:
         >>> import torch
         >>> from mmtnt.apis import get_model
-        >>> model = get_model('twins-svt-small_8xb128_in1k', pretrained=True)
+        >>> model = get_model('twins-svt-small_8xb128_in1k', train_cfg=None)
         >>> model(torch.rand(1, 3, 224, 224), mode='tensor').shape
         torch.Size([1, 1000])
     """
@@ -248,22 +215,17 @@ def inference_model(model,
     mmpretrain's ``inference_model`` does.
 
     Args:
-        model (BaseModel | str | Config): A built model (from
-            :func:`get_model`), used as it is, or what :func:`get_model`
-            takes.
+        model (BaseModel | str | Config): A built model, used as it is, or
+            what :func:`get_model` takes.
         inputs (str | np.ndarray | list): Image files or arrays.
-        pretrained (bool | str): As :func:`model_config` takes it, for a
-            model not built. Defaults to True.
-        device (str, optional): Where to run. Defaults to the built model's
-            device, else the CPU.
-        cpu_accel (bool): As :func:`build_inferencer` takes it. Defaults to
-            True.
-        **kwargs: The Inferencer's call arguments (``return_datasamples``,
-            ``show``...).
+        pretrained (bool | str): As :func:`model_config` takes it.
+            Defaults to True.
+        device (str, optional): Defaults to the built model's, else the CPU.
+        cpu_accel (bool): As :func:`build_inferencer`. Defaults to True.
+        **kwargs: The Inferencer's call arguments.
 
     Returns:
-        dict | list[dict]: What the Inferencer returns for one input, or
-        the list of them for a list.
+        dict | list[dict]: The Inferencer's result, or a list for a list.
 
     Examples:
         >>> from mmtnt.apis import inference_model
