@@ -1,27 +1,11 @@
 """INT8 ONNX graphs for the CPU, through ONNX Runtime's quantization.
 
-:func:`quantize_onnx` turns an fp32 graph of
-:func:`mmtnt.deploy.export_onnx` (classifier, segmentor or detector,
-dynamic axes included) into one whose matrix products run in 8-bit
-integers, with int8 weights per output channel:
-
-- ``'dynamic'``: ``MatMul`` and ``Gemm``, inputs quantized at run time; no
-  calibration data.
-- ``'static'``: ``MatMul``, ``Gemm`` and ``Conv`` in the QDQ format, uint8
-  activations whose ranges are calibrated on example inputs
-  (:func:`calibration_inputs`).
-
-Both keep in fp32 every other op (a detector's box decoding, NMS and
-RoiAlign included), the products of two activations
-(:func:`activation_products`) and the products that do not depend on the
-image (:func:`image_independent_nodes`); the static mode also keeps the
-first and last weighted nodes (:func:`boundary_nodes`), which lost
-agreement with fp32 and no time (docs/inference.md).
-
-The int8 weights use 7 bits (``reduce_range``) by default: CPUs with AVX2,
-or AVX-512 without VNNI, add two uint8 x int8 products into a saturating
-16-bit integer, which 2 * 255 * 128 overflows and 2 * 255 * 64 does not
-(:func:`cpu_int8_features`).
+:func:`quantize_onnx` quantizes the matrix products of an fp32 graph of
+:func:`mmtnt.deploy.export_onnx` with per-channel int8 weights: ``'dynamic'``
+(``MatMul``, ``Gemm``; no calibration) or ``'static'`` (also ``Conv``, QDQ,
+activations calibrated on :func:`calibration_inputs`). The weights use 7 bits
+by default, which AVX2 CPUs without VNNI do not saturate
+(:func:`cpu_int8_features`; docs/inference.md).
 """
 import copy
 import os.path as osp
@@ -53,8 +37,7 @@ INT8_CPU_FLAGS = dict(
 
 
 class ArrayDataReader:
-    """ONNX Runtime's calibration data reader over arrays (N, C, H, W),
-    one run per array, fed as ``input_name``.
+    """ONNX Runtime's calibration data reader, one run per array.
 
     Examples:
         >>> reader = ArrayDataReader([np.zeros((1, 3, 8, 8))], 'input')
@@ -95,8 +78,7 @@ def graph_input_name(model):
 
 
 def data_consumers(model):
-    """Tensor name -> the nodes of an ONNX graph that read its values (not
-    only its shape, :data:`SHAPE_OPS`)."""
+    """Tensor name -> the nodes that read its values (not only its shape)."""
     consumers = {}
     for node in model.graph.node:
         if node.op_type not in SHAPE_OPS:
@@ -106,9 +88,8 @@ def data_consumers(model):
 
 
 def walk_nodes(start, neighbours, onward):
-    """The nodes reached from the tensor names ``start``, in the order
-    found: ``neighbours(tensor)`` gives a tensor's next nodes,
-    ``onward(node)`` the tensors to go on from (none to stop there)."""
+    """Nodes reached from the tensors ``start``: ``neighbours(tensor)`` gives
+    the next nodes, ``onward(node)`` the tensors to go on from."""
     reached, tensors = {}, list(start)
     while tensors:
         for node in neighbours(tensors.pop()):
@@ -119,19 +100,12 @@ def walk_nodes(start, neighbours, onward):
 
 
 def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
-    """The weighted nodes next to the graph's input and outputs: walking
-    from the input along the data, the first nodes of ``op_types`` with a
-    weight; walking back from the outputs, the last ones. For mmtnt's
-    graphs, the patch embedding and the classifier's head (a segmentor's
-    ``conv_seg``, a detector's classification and box convolutions).
-
-    Args:
-        model (onnx.ModelProto): The graph.
-        op_types (Sequence[str]): The weighted op types.
+    """The weighted nodes of ``op_types`` first from the input and last before
+    the outputs: the patch embedding and the head, kept fp32 by the static
+    mode.
 
     Returns:
-        tuple[list[str], list[str]]: Names of the first and the last
-        nodes.
+        tuple[list[str], list[str]]: Names of the first and the last nodes.
     """
     weights = weight_names(model)
     consumers = data_consumers(model)
@@ -157,22 +131,11 @@ def boundary_nodes(model, op_types=QUANTIZED_OP_TYPES['static']):
 
 
 def image_independent_nodes(model, op_types):
-    """The nodes of ``op_types`` whose outputs do not depend on the values
-    of the graph's image: no walk from the input along the data reaches
-    them.
+    """Names of the nodes of ``op_types`` that no data path from the input
+    reaches.
 
-    In a dynamic graph these resize learned position terms to the input's
-    token grids (:func:`mmtnt.deploy.graphs.separable_interpolate`):
-    quantized, they would only round the position terms, and ONNX
-    Runtime's ``DynamicQuantizeMatMul`` refuses weights of more than two
-    axes.
-
-    Args:
-        model (onnx.ModelProto): The graph.
-        op_types (Sequence[str]): The op types asked about.
-
-    Returns:
-        list[str]: Their names.
+    In a dynamic graph these resize the position terms; ONNX Runtime's
+    ``DynamicQuantizeMatMul`` refuses their weights of more than two axes.
     """
     consumers = data_consumers(model)
     reached = walk_nodes([graph_input_name(model)],
@@ -186,18 +149,9 @@ def image_independent_nodes(model, op_types):
 
 
 def activation_products(model):
-    """The ``MatMul`` nodes of a graph that multiply two activations (no
-    input is a weight or a constant): attention's ``q @ k^T`` and ``attn @
-    v``. Quantized in the QDQ format, they make ONNX Runtime fuse the
-    softmax between them into ``QLinearSoftmax``, slower on the CPU than
-    the fp32 softmax.
-
-    Args:
-        model (onnx.ModelProto): The graph.
-
-    Returns:
-        list[str]: Their names.
-    """
+    """Names of the ``MatMul`` nodes of two activations (attention's ``q @
+    k^T``, ``attn @ v``): quantized, ONNX Runtime fuses a slower
+    ``QLinearSoftmax``."""
     weights = weight_names(model)
     weights.update(name for node in model.graph.node
                    if node.op_type == 'Constant' for name in node.output)
@@ -208,16 +162,15 @@ def activation_products(model):
 
 
 def cpu_int8_features(cpuinfo='/proc/cpuinfo'):
-    """The x86-64 instruction sets of this CPU that decide how ONNX
-    Runtime runs 8-bit integer products (:data:`INT8_CPU_FLAGS`).
+    """The x86-64 instruction sets that decide how ONNX Runtime runs int8
+    products.
 
     Args:
         cpuinfo (str): The file that lists the CPU's flags.
 
     Returns:
-        dict: ``features`` (list[str], empty where ``cpuinfo`` cannot be
-        read) and ``saturates`` (True where 8-bit weights can saturate:
-        AVX2 without VNNI; None where the flags are unknown).
+        dict: ``features`` (list[str], empty where ``cpuinfo`` cannot be read)
+        and ``saturates`` (True for AVX2 without VNNI; None where unknown).
 
     Examples:
         >>> cpu_int8_features('/no/cpuinfo')
@@ -255,11 +208,9 @@ def check_quantize_args(onnx_file, mode, calibration, calibrate_method):
 
 
 def check_histogram_calibration(model, calibration, calibrate_method):
-    """Raise a ValueError where ONNX Runtime's histogram calibration
-    (``'percentile'``, ``'entropy'``) would fail: it stacks each tensor's
-    values over all calibration inputs, which takes tensors of one shape,
-    so neither inputs of several sizes nor a two-stage detector (whose RoI
-    heads' tensors change with the number of RoIs) can be calibrated."""
+    """Raise a ValueError where the histogram calibrations, which take tensors
+    of one shape, would fail: inputs of several sizes, or a two-stage detector.
+    """
     if calibrate_method == 'minmax':
         return
     shapes = sorted({np.shape(array) for array in calibration})
@@ -282,38 +233,24 @@ def quantize_onnx(onnx_file,
                   calibrate_method='minmax',
                   keep_boundaries=True,
                   reduce_range=True):
-    """Write an INT8 version of an fp32 ONNX graph (see the module
-    docstring for what is quantized).
+    """Write an INT8 version of an fp32 ONNX graph (see the module docstring).
 
     Args:
-        onnx_file (str): The fp32 graph (one image input; a detector's
-            optional ``img_shape`` is kept), e.g. from
-            :func:`mmtnt.deploy.export_onnx`.
+        onnx_file (str): The fp32 graph, e.g. from
+            :func:`~mmtnt.deploy.export_onnx`.
         output_file (str): The INT8 graph to write.
         mode (str): ``'dynamic'`` or ``'static'``.
-        calibration (Sequence[np.ndarray], optional): Static mode: the
-            preprocessed inputs whose activation ranges set the scales
-            (:func:`calibration_inputs`).
-        calibrate_method (str): Static mode: ``'minmax'`` (the default),
+        calibration (Sequence[np.ndarray], optional): Static mode: preprocessed
+            inputs that set the activation ranges (:func:`calibration_inputs`).
+        calibrate_method (str): Static mode: ``'minmax'`` (default),
             ``'percentile'`` or ``'entropy'``.
-        keep_boundaries (bool): Static mode: keep the patch embedding and
-            the head in fp32 (:func:`boundary_nodes`). Defaults to True.
-        reduce_range (bool): Store the weights in 7 bits (at most
-            :data:`REDUCED_WEIGHT_LIMIT` in magnitude), which no x86-64
-            CPU saturates (see the module docstring). Defaults to True.
-
-    Raises:
-        ValueError: An unknown mode or calibration method; the static mode
-            without calibration inputs; a histogram calibration method
-            that cannot calibrate the graph.
-        FileNotFoundError: If ``onnx_file`` is missing.
+        keep_boundaries (bool): Static mode: keep the patch embedding and the
+            head in fp32 (:func:`boundary_nodes`). Defaults to True.
+        reduce_range (bool): Store the weights in 7 bits. Defaults to True.
 
     Examples:
         >>> quantize_onnx('svt-s.onnx', 'svt-s-int8.onnx', 'dynamic')
-        >>> cfg = Config.fromfile('configs/demo/'
-        ...     'upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py')
-        >>> quantize_onnx('upernet.onnx', 'upernet-int8.onnx', 'static',
-        ...               calibration_inputs(cfg, 64, split='train'))
+        ... # doctest: +SKIP
     """
     import onnx
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat,
@@ -354,26 +291,22 @@ def quantize_onnx(onnx_file,
 
 
 def calibration_inputs(cfg, num_images, split='val', batch_size=1):
-    """Preprocessed images of a config's dataset, as its ONNX graph takes
-    them: loaded by the validation pipeline and normalised (and padded)
-    by the model's data preprocessor.
+    """Preprocessed images of a config's dataset, as its ONNX graph takes them.
 
     Args:
         cfg (Config): An mmtnt config (classifier, segmentor or detector).
-        num_images (int): How many; spread evenly over the dataset (all of
-            it when it has fewer).
-        split (str): ``'val'``, or ``'train'``: the training set through
-            the validation pipeline. Defaults to ``'val'``.
+        num_images (int): How many, spread evenly over the dataset.
+        split (str): ``'val'``, or ``'train'`` through the validation pipeline.
         batch_size (int): Images per array. Defaults to 1.
 
     Returns:
         list[np.ndarray]: float32 arrays (N, C, H, W).
 
     Examples:
-        >>> cfg = Config.fromfile(
-        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
-        >>> arrays = calibration_inputs(cfg, 64, batch_size=32)
-        >>> len(arrays), arrays[0].shape
+        >>> cfg = Config.fromfile('configs/demo/'  # doctest: +SKIP
+        ...                       'tnt-demo_1xb128_fashion-mnist.py')
+        >>> arrays = calibration_inputs(cfg, 64, 'val', 32)  # doctest: +SKIP
+        >>> len(arrays), arrays[0].shape  # doctest: +SKIP
         (2, (32, 1, 32, 32))
     """
     import torch
@@ -407,18 +340,8 @@ def calibration_inputs(cfg, num_images, split='val', batch_size=1):
 
 
 def build_loader(loader_cfg, select=None):
-    """A dataloader config's loader, over the images of its dataset that
-    ``select`` picks, built under the current default scope.
-
-    Args:
-        loader_cfg (dict): The dataloader's config (not changed).
-        select (Callable, optional): The dataset's length -> the indices
-            of the images to load. All of them when None.
-
-    Returns:
-        tuple[DataLoader, dict]: The loader and its dataset's
-        ``metainfo``.
-    """
+    """A dataloader config's loader over the images ``select(len(dataset))``
+    picks (all when None), and the dataset's ``metainfo``."""
     from mmengine.registry import DATASETS
     from mmengine.runner import Runner
     from torch.utils.data import Subset
@@ -432,24 +355,8 @@ def build_loader(loader_cfg, select=None):
 
 
 def build_data_preprocessor(cfg):
-    """Build the data preprocessor of a config's model, and nothing else
-    of the model, under the config's ``default_scope`` (no default scope
-    is left behind): the model's ``data_preprocessor``, else the config's
-    (as mmengine's Runner takes it), of the model's default type where it
-    names none (:func:`default_preprocessor_type`).
-
-    Args:
-        cfg (Config): An mmtnt config (classifier, segmentor or detector).
-
-    Returns:
-        nn.Module: The preprocessor, in eval mode.
-
-    Examples:
-        >>> cfg = Config.fromfile(
-        ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py')
-        >>> type(build_data_preprocessor(cfg)).__name__
-        'DetDataPreprocessor'
-    """
+    """The data preprocessor of a config's model, built alone under its scope,
+    in eval mode."""
     from mmengine.registry import MODELS, DefaultScope
     model_cfg = cfg.model
     preprocessor = (model_cfg.get('data_preprocessor')
@@ -463,17 +370,8 @@ def build_data_preprocessor(cfg):
 
 
 def default_preprocessor_type(model_type):
-    """The data preprocessor a model builds when its config names none:
-    ``ClsDataPreprocessor`` for mmpretrain's classifiers, else mmengine's
-    ``BaseDataPreprocessor``.
-
-    Args:
-        model_type (str | type): The model's ``type``, looked up under the
-            current default scope.
-
-    Returns:
-        str: The preprocessor's type, with its scope.
-    """
+    """The preprocessor type a model builds when its config names none:
+    mmpretrain's ``ClsDataPreprocessor`` for classifiers, else mmengine's."""
     from mmengine.registry import MODELS
     from mmpretrain.models.classifiers import BaseClassifier
     model_class = model_type
