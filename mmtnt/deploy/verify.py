@@ -1,16 +1,10 @@
 """Verify an exported graph: ONNX Runtime (CPU) against PyTorch.
 
-:func:`verify_onnx` runs the ONNX file and the module it was exported from
-on the same inputs, one per size of ``checks`` (:func:`verify_sizes`), and
-returns a :class:`VerifyReport`:
-
-- a classifier's scores (or logits) are compared one by one, each within
-  ``atol + rtol * |torch|`` of PyTorch's (:data:`CLS_TOLERANCES`), so that
-  a logit off by 2 fails even on a class of score 1e-6;
-- a segmentor's logits by their relative difference ``max|onnx - torch| /
-  max|torch|`` (:data:`DEFAULT_TOLERANCE`);
-- a detector's detections are matched with those of mmdet's own
-  ``predict`` (:mod:`mmtnt.deploy.verify_detection`).
+:func:`verify_onnx` runs both on the same inputs (:func:`verify_sizes`):
+classifier outputs are compared element by element within
+``atol + rtol * |torch|`` (:data:`CLS_TOLERANCES`), segmentor logits by
+their relative difference (:data:`DEFAULT_TOLERANCE`), and detections are
+matched with mmdet's ``predict`` (:mod:`mmtnt.deploy.verify_detection`).
 """
 import dataclasses
 from typing import List
@@ -36,10 +30,8 @@ CLS_TOLERANCES = dict(
 
 
 def second_shape(height, width):
-    """The size a dynamic export is checked at besides its export size:
-    about 1.25x the height and 1.5x the width, both odd, so that its
-    remainders by every stride, patch and window size differ from those of
-    a size made of multiples of 32.
+    """The second size a dynamic export is checked at: odd, so that its
+    remainders by every stride, patch and window size differ.
 
     Examples:
         >>> second_shape(224, 224)
@@ -49,10 +41,10 @@ def second_shape(height, width):
 
 
 def verify_sizes(graph, shape, batch_size=1, dynamic=False, second=None):
-    """``(batch, height, width)`` of each input to check a graph at: its
-    export size, and for a dynamic export ``second`` (default
-    :func:`second_shape`) at another batch, or for a detector ``second``
-    and one smaller in height and larger in width.
+    """``(batch, height, width)`` of each input to check a graph at.
+
+    The export size; for a dynamic export also ``second`` (default
+    :func:`second_shape`) at another batch, and for a detector one more size.
 
     Args:
         graph (nn.Module): The exported module.
@@ -63,12 +55,6 @@ def verify_sizes(graph, shape, batch_size=1, dynamic=False, second=None):
 
     Returns:
         list[tuple[int, int, int]]: The checks of :func:`verify_onnx`.
-
-    Examples:
-        >>> verify_sizes(classifier_graph, (224, 224), dynamic=True)
-        [(1, 224, 224), (2, 287, 339)]
-        >>> verify_sizes(detector_graph, (128, 128), dynamic=True)
-        [(1, 128, 128), (1, 167, 195), (1, 97, 165)]
     """
     height, width = shape
     if not dynamic:
@@ -81,15 +67,14 @@ def verify_sizes(graph, shape, batch_size=1, dynamic=False, second=None):
 
 
 def padded_check(model, shape, dynamic):
-    """``(img_shape, pad_shape)`` of the check of a padded detector input,
-    as mmdet's ``DetDataPreprocessor`` pads at the ``model``'s
-    ``pad_size_divisor`` (None when it does not pad): for a ``dynamic``
-    graph an image of ``shape`` padded to the next multiple of the divisor,
-    for a static one the input size ``shape`` holding an image half a
-    divisor smaller.
+    """``(img_shape, pad_shape)`` of the check of a padded detector input.
+
+    An image of ``shape`` padded as mmdet's ``DetDataPreprocessor`` pads it
+    (``dynamic``), or ``shape`` holding a smaller image (static); None when the
+    model does not pad.
 
     Examples:
-        >>> padded_check(model, (97, 165), True)  # pad_size_divisor=32
+        >>> padded_check(model, (97, 165), True)  # doctest: +SKIP
         ((97, 165), (128, 192))
     """
     divisor = getattr(model.data_preprocessor, 'pad_size_divisor', 1)
@@ -102,13 +87,8 @@ def padded_check(model, shape, dynamic):
 
 
 def relative_difference(actual, expected):
-    """``max|actual - expected| / max|expected|`` (the difference itself
-    where ``expected`` is all zeros).
-
-    Examples:
-        >>> relative_difference(np.array([1., 2.]), np.array([1., 4.]))
-        0.5
-    """
+    """``max|actual - expected| / max|expected|`` (the difference where
+    ``expected`` is all zeros)."""
     actual = np.asarray(actual, np.float64)
     expected = np.asarray(expected, np.float64)
     if actual.shape != expected.shape:
@@ -120,18 +100,9 @@ def relative_difference(actual, expected):
 
 
 def worst_element(actual, expected, rtol, atol):
-    """The element of ``actual`` farthest outside ``atol + rtol *
-    |expected|`` of ``expected`` (a NaN is the farthest): its ``index``,
-    the ``actual`` and ``expected`` values there, ``ratio`` (their
-    difference over what is allowed there: above 1, or NaN, it is outside),
-    ``rtol`` and ``atol``.
-
-    Examples:
-        >>> worst = worst_element(np.array([.5, 4e-5]),
-        ...                       np.array([.5, 5e-6]), 1e-3, 1e-12)
-        >>> worst['index'], worst['ratio'] > 1
-        ((1,), True)
-    """
+    """The element of ``actual`` farthest outside ``atol + rtol * |expected|``:
+    its ``index``, ``actual``, ``expected``, ``ratio`` (> 1 is outside),
+    ``rtol`` and ``atol``."""
     actual = np.asarray(actual, np.float64)
     expected = np.asarray(expected, np.float64)
     ratio = np.abs(actual - expected) / (atol + rtol * np.abs(expected))
@@ -147,19 +118,13 @@ def worst_element(actual, expected, rtol, atol):
 
 @dataclasses.dataclass
 class VerifyReport:
-    """What :func:`verify_onnx` found: one check per input. Iterating a
-    report goes through its checks.
+    """What :func:`verify_onnx` found: one check per input (iterable).
 
     Attributes:
-        task (str): ``'classifier'``, ``'segmentor'`` (any other module's
-            output is compared as a segmentor's) or ``'detector'``.
+        task (str): ``'classifier'``, ``'segmentor'`` or ``'detector'``.
         output_name (str): The graph's (first) output.
-        checks (list[dict]): Per input, ``shape`` (N, C, H, W), ``ok`` and
-            ``error`` (None when all went well); classifiers and segmentors
-            ``max_abs`` and ``relative``, classifiers also ``worst``
-            (:func:`worst_element`); detectors ``img_shape`` and what
-            :func:`~mmtnt.deploy.verify_detection.match_detections`
-            returns.
+        checks (list[dict]): Per input, ``shape``, ``ok`` and ``error``, and
+            the task's differences.
         tolerance (float): A segmentor's largest relative difference.
     """
     task: str
@@ -218,44 +183,38 @@ def verify_onnx(onnx_file,
                 logits=False,
                 image=None,
                 padded=None):
-    """Run an ONNX graph with ONNX Runtime (CPU) and the module it was
-    exported from with PyTorch on the same inputs, and compare.
+    """Run an ONNX graph with ONNX Runtime (CPU) and its module with PyTorch on
+    the same inputs, and compare.
 
     Args:
         onnx_file (str): The ONNX file.
         graph (nn.Module): The exported module, or a model of
-            :func:`~mmtnt.deploy.build_model` (its graph is run).
-        checks (list[tuple[int, int, int]]): ``(batch, height, width)`` of
-            each input (:func:`verify_sizes`); a detector's batch is 1.
-        channels (int, optional): Channels of the random inputs (of
-            ``seed``). Defaults to the model's.
-        seed (int): Defaults to 0.
+            :func:`~mmtnt.deploy.build_model`.
+        checks (list[tuple[int, int, int]]): ``(batch, height, width)`` of each
+            input (:func:`verify_sizes`); a detector's batch is 1.
+        channels (int, optional): Channels of the inputs. Defaults to the
+            model's.
+        seed (int): Seed of the random inputs. Defaults to 0.
         num_threads (int, optional): ONNX Runtime's intra-op threads.
         tolerance (float): Segmentors: the largest relative difference.
-        logits (bool): For a classifier given as a model: the file holds
-            the logits, not the scores. Defaults to False.
-        image (np.ndarray | str, optional): Detectors: the image (BGR, or
-            its file) resized to each size; random pixels without it.
-        padded (tuple, optional): Detectors: ``(img_shape, pad_shape)`` of
-            one more check, a padded input (:func:`padded_check`).
+        logits (bool): A classifier model's file holds logits. Defaults to
+            False.
+        image (np.ndarray | str, optional): Detectors: the image (BGR, or its
+            file) resized to each size; random pixels without it.
+        padded (tuple, optional): Detectors: ``(img_shape, pad_shape)`` of one
+            more, padded check (:func:`padded_check`).
 
     Returns:
         VerifyReport: What each check found.
 
-    Raises:
-        ValueError: For a detector check of another batch than 1, or an
-            image that cannot be read.
-
     Examples:
-        >>> from mmtnt.deploy import (build_model, export_graph, export_onnx,
-        ...                           verify_onnx, verify_sizes)
-        >>> graph = export_graph(build_model(
+        >>> graph = export_graph(build_model(  # doctest: +SKIP
         ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py'))
-        >>> ranges = export_onnx(graph, 'tnt.onnx', (32, 32), dynamic=True)
-        >>> report = verify_onnx('tnt.onnx', graph,
-        ...                      verify_sizes(graph, (32, 32), dynamic=True))
-        >>> report.passed, len(report)
-        (True, 2)
+        >>> ranges = export_onnx(graph, 'tnt.onnx', (32, 32))  # doctest: +SKIP
+        >>> report = verify_onnx('tnt.onnx', graph,  # doctest: +SKIP
+        ...                      verify_sizes(graph, (32, 32)))
+        >>> report.passed  # doctest: +SKIP
+        True
     """
     if isinstance(graph, BaseModel):
         graph = export_graph(graph, logits)

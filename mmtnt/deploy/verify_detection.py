@@ -1,7 +1,6 @@
 """Verify an exported detector: its detections in ONNX Runtime matched
-(:func:`match_detections`) with those of mmdet's own eager ``predict``
-(mmcv's NMS and RoIAlign) on the same inputs (:func:`verify_detector_onnx`).
-"""
+(:func:`match_detections`) with those of mmdet's eager ``predict``
+(:func:`verify_detector_onnx`)."""
 import os.path as osp
 
 import numpy as np
@@ -21,8 +20,7 @@ DET_MASK_IOU = 0.99
 
 
 def verdict(check):
-    """How a line on a check of :func:`mmtnt.deploy.verify_onnx` ends:
-    ``': OK'``, or ``': FAILED'`` and the error when there is one."""
+    """A check's line ends in ``': OK'``, or ``': FAILED'`` and the error."""
     if check['ok']:
         return ': OK'
     return ': FAILED' + ('' if check['error'] is None else
@@ -30,8 +28,7 @@ def verdict(check):
 
 
 def read_image(path):
-    """The image file ``path`` as mmcv loads it (BGR); a ValueError when
-    it cannot be read."""
+    """The image file ``path`` as mmcv loads it (BGR), or a ValueError."""
     import mmcv
     image = mmcv.imread(path) if osp.isfile(path) else None
     if image is None:
@@ -40,8 +37,8 @@ def read_image(path):
 
 
 def pad_input(inputs, pad_shape):
-    """Pad a preprocessed input (1, C, h, w) with zeros at the bottom and
-    right to ``pad_shape``, as mmengine's ``stack_batch`` does.
+    """Pad an input (1, C, h, w) with zeros at the bottom and right to
+    ``pad_shape``, as mmengine's ``stack_batch`` does.
 
     Examples:
         >>> pad_input(torch.ones(1, 3, 5, 6), (8, 8)).shape
@@ -53,10 +50,8 @@ def pad_input(inputs, pad_shape):
 
 
 def detector_input(model, shape, image=None, seed=0):
-    """A preprocessed input (1, C, H, W) float32 for a detector: ``image``
-    (h, w, C) uint8 BGR resized to ``shape`` (random pixels of ``seed``
-    without it), its channels reversed and normalised as the model's data
-    preprocessor does (without padding)."""
+    """A preprocessed input (1, C, H, W) for a detector: ``image`` (BGR, random
+    pixels without it) resized to ``shape`` and normalised, not padded."""
     import mmcv
     height, width = shape
     if image is None:
@@ -75,17 +70,9 @@ def detector_input(model, shape, image=None, seed=0):
 
 
 def eager_detections(model, inputs, img_shape=None):
-    """mmdet's own ``predict(inputs, rescale=False)`` of one image.
-
-    Args:
-        model (nn.Module): The detector.
-        inputs (Tensor): (1, C, H, W), the batch input.
-        img_shape (tuple[int, int], optional): The image's size within
-            the padded ``inputs``. Defaults to (H, W).
-
-    Returns:
-        dict: ``boxes``, ``scores``, ``labels`` (and ``masks``), numpy.
-    """
+    """mmdet's ``predict(inputs, rescale=False)`` of one image, of
+    ``img_shape`` within ``inputs``: ``boxes``, ``scores``, ``labels``
+    (``masks``), numpy."""
     from ..analysis.flops import data_samples
     size = tuple(inputs.shape[2:])
     samples = data_samples('mmdet', tuple(img_shape or size), size)
@@ -102,9 +89,8 @@ def eager_detections(model, inputs, img_shape=None):
 
 
 def tie_groups(scores, tolerance):
-    """Runs of detections, sorted by decreasing score, whose neighbours'
-    scores differ by at most ``tolerance``: those that may come in another
-    order.
+    """Runs of detections, by decreasing score, whose neighbours' scores differ
+    by at most ``tolerance``.
 
     Examples:
         >>> tie_groups(np.array([.9, .5, .49995, .4999, .1]), 1e-4)
@@ -119,16 +105,15 @@ def tie_groups(scores, tolerance):
 
 
 def mask_iou(mask, other):
-    """IoU of two masks, binary or probabilities (at 0.5); 1 for two empty
-    ones."""
+    """IoU of two masks (probabilities at 0.5); 1 for two empty ones."""
     mask, other = np.asarray(mask) >= 0.5, np.asarray(other) >= 0.5
     union = np.logical_or(mask, other).sum()
     return float(np.logical_and(mask, other).sum() / union) if union else 1.
 
 
 def pair_differences(actual, expected, i, j):
-    """Box and score differences and mask IoU of detection ``i`` of
-    ``actual`` and ``j`` of ``expected``; None if their labels differ."""
+    """Box and score differences and mask IoU of detections ``i`` and ``j``;
+    None if their labels differ."""
     if actual['labels'][i] != expected['labels'][j]:
         return None
     box = float(np.abs(actual['boxes'][i] - expected['boxes'][j]).max())
@@ -142,24 +127,22 @@ def match_detections(actual, expected, max_side,
                      box_tolerance=DET_BOX_TOLERANCE,
                      score_tolerance=DET_SCORE_TOLERANCE,
                      min_mask_iou=DET_MASK_IOU):
-    """Match an exported detector's detections with mmdet's: in order, and
-    within a run of near-equal scores (:func:`tie_groups`) that does not
-    match in order, as a set, counting the detections whose place changed
-    as ``reordered``.
+    """Match an exported detector's detections with mmdet's, in order, and as a
+    set within a run of near-equal scores (:func:`tie_groups`).
 
     Args:
         actual (dict): ``boxes``, ``scores``, ``labels`` (``masks``), numpy.
         expected (dict): The same, from mmdet.
-        max_side (int): The input's longer side; box differences are
-            measured against ``box_tolerance * max_side``.
-        box_tolerance (float): Fraction of ``max_side``.
+        max_side (int): The input's longer side.
+        box_tolerance (float): Largest box difference, a fraction of
+            ``max_side``.
         score_tolerance (float): Largest score difference.
         min_mask_iou (float): Smallest IoU of matched masks.
 
     Returns:
-        dict: ``count`` and ``expected_count``, ``max_box`` (pixels),
-        ``max_score``, ``min_mask_iou`` (None without masks), ``reordered``
-        and ``error`` (None when all matched, else why not).
+        dict: ``count``, ``expected_count``, ``max_box`` (pixels),
+        ``max_score``, ``min_mask_iou`` (None without masks), ``reordered`` and
+        ``error`` (None when all matched).
 
     Examples:
         >>> det = dict(boxes=np.array([[0., 0, 9, 9], [1, 1, 5, 5]]),
@@ -221,29 +204,23 @@ def match_detections(actual, expected, max_side,
 
 def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
                          num_threads=None, padded=None):
-    """Run the ONNX graph of a detector with ONNX Runtime (CPU) and mmdet's
-    eager ``predict`` on the same inputs, and match their detections. On
-    random pixels a trained detector may find nothing: 0 detections on
-    both sides pass.
+    """Run a detector's ONNX graph with ONNX Runtime (CPU) and mmdet's eager
+    ``predict`` on the same inputs, and match their detections.
 
     Args:
         onnx_file (str): The ONNX file.
-        graph (DetectorGraph): The exported module (its detector is run).
-        shapes (list[tuple[int, int]]): Height and width of each input,
-            run without :data:`IMG_SHAPE_NAME`.
-        image (np.ndarray | str, optional): The image (or its file)
-            resized to each size; random pixels of ``seed`` without it.
+        graph (DetectorGraph): The exported module.
+        shapes (list[tuple[int, int]]): Height and width of each input.
+        image (np.ndarray | str, optional): The image (or its file) resized to
+            each size; random pixels of ``seed`` without it.
         seed (int): Defaults to 0.
         num_threads (int, optional): ONNX Runtime's intra-op threads.
-        padded (tuple, optional): ``(img_shape, pad_shape)`` of one more
-            check (:func:`~mmtnt.deploy.verify.padded_check`): the image
-            resized to ``img_shape``, padded to ``pad_shape`` and its
-            ``img_shape`` fed.
+        padded (tuple, optional): ``(img_shape, pad_shape)`` of one more,
+            padded check (:func:`~mmtnt.deploy.verify.padded_check`).
 
     Returns:
-        list[dict]: Per check, that of :func:`match_detections` with
-        ``shape``, ``img_shape`` and ``ok``; ONNX Runtime's exception is
-        the ``error``, without the other keys.
+        list[dict]: Per check, :func:`match_detections`'s result with
+        ``shape``, ``img_shape`` and ``ok``.
     """
     if isinstance(image, str):
         image = read_image(image)
@@ -260,8 +237,8 @@ def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
 
 
 def check_detector_onnx(session, graph, inputs, img_shape=None):
-    """One check of :func:`verify_detector_onnx`: ``inputs`` (1, C, H, W),
-    with ``img_shape`` fed as :data:`IMG_SHAPE_NAME` unless it is None."""
+    """One check of :func:`verify_detector_onnx`, feeding ``img_shape`` unless
+    it is None."""
     size = dict(shape=tuple(inputs.shape),
                 img_shape=tuple(img_shape or inputs.shape[2:]))
     expected = eager_detections(graph.detector, inputs, img_shape)
@@ -278,14 +255,12 @@ def check_detector_onnx(session, graph, inputs, img_shape=None):
 
 
 def graph_detections(graph, outputs, img_shape):
-    """A detector graph's outputs by name, its per-RoI masks (``roi_masks``)
-    pasted into binary image masks (``masks``) as mmdet's ``predict``
-    gives them (:func:`~mmtnt.deploy.masks.paste_masks`).
+    """A detector graph's outputs by name, its ``roi_masks`` pasted into binary
+    image ``masks`` as mmdet's ``predict`` gives them.
 
     Args:
         graph (DetectorGraph): The exported module.
-        outputs (list[np.ndarray | Tensor]): The graph's outputs, from
-            ONNX Runtime or PyTorch.
+        outputs (list[np.ndarray | Tensor]): The graph's outputs.
         img_shape (tuple[int, int]): The image's size before padding.
 
     Returns:
