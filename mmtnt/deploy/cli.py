@@ -1,28 +1,15 @@
 """The command lines of ``tools/deployment/``.
 
-``pytorch2onnx.py`` (:func:`export_main`) exports an mmtnt classifier,
-segmentor or detector to ONNX (:func:`mmtnt.deploy.export_onnx`) and prints
-the graph's inputs and outputs, their normalisation and, for a dynamic
-export, the sizes the tracer checked. ``--verify`` compares the graph with
-PyTorch (:func:`mmtnt.deploy.verify_onnx`), a line per check, and exits
-with status 1 when one fails. ``--int8 dynamic|static`` also writes an INT8
-graph for ONNX Runtime on the CPU
-(:func:`mmtnt.deploy.quantize.quantize_onnx`); docs/inference.md gives its
-accuracy.
-
-``test.py`` (:func:`evaluate_main`) scores an ONNX graph on the test set of
-a config (:func:`mmtnt.deploy.evaluate.evaluate_onnx`) and logs the metrics
-as ``tools/test.py`` does.
+``pytorch2onnx.py`` (:func:`export_main`) exports an mmtnt model to ONNX,
+optionally verifies it against PyTorch (``--verify``) and writes an INT8
+graph (``--int8``); ``test.py`` (:func:`evaluate_main`) scores an ONNX graph
+on a config's test set.
 
 Examples::
 
     python tools/deployment/pytorch2onnx.py \\
         configs/twins/twins-svt-small_8xb128_in1k.py svt-s.pth \\
         --output-file svt-s.onnx --shape 224 224 --dynamic-export --verify
-    python tools/deployment/pytorch2onnx.py \\
-        configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
-        retinanet.pth --output-file retinanet.onnx --shape 128 128 \\
-        --dynamic-export --verify --verify-image scene.jpg
     python tools/deployment/test.py \\
         configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
         retinanet.onnx --threads 2
@@ -46,8 +33,7 @@ DEFAULT_CALIBRATION_IMAGES = 64
 
 
 def parse_export_args(argv=None):
-    """Parse the command line of ``pytorch2onnx.py`` (``argv``, else
-    ``sys.argv``)."""
+    """Parse the command line of ``pytorch2onnx.py``."""
     parser = argparse.ArgumentParser(
         description='Export an mmtnt classifier, segmentor or detector to '
         'ONNX.')
@@ -146,8 +132,7 @@ def parse_export_args(argv=None):
 
 
 def load_model(args):
-    """The config's model with the checkpoint's weights; SystemExit with
-    the reason when that fails."""
+    """The config's model with the checkpoint's weights, or SystemExit."""
     if args.batch_size < 1:
         raise SystemExit('Error: --batch-size must be at least 1.')
     if args.int8 is not None and args.calibration_images < 1:
@@ -164,8 +149,7 @@ def load_model(args):
 
 
 def int8_file(args):
-    """Where ``--int8`` writes: ``--int8-file``, else the output file with
-    ``_int8`` before its extension.
+    """Where ``--int8`` writes: ``--int8-file``, else ``*_int8.onnx``.
 
     Examples:
         >>> int8_file(parse_export_args(['c.py', '--output-file', 'svt.onnx',
@@ -180,8 +164,7 @@ def int8_file(args):
 
 
 def write_int8(args):
-    """Quantize the exported graph as ``--int8`` asks and say where it is.
-    """
+    """Quantize the exported graph as ``--int8`` asks."""
     from .quantize import calibration_inputs, quantize_onnx
     calibration = None
     if args.int8 == 'static':
@@ -251,15 +234,8 @@ def export_main(argv=None):
     """Run ``pytorch2onnx.py`` with ``argv`` (``sys.argv`` without it).
 
     Raises:
-        SystemExit: With one line saying what is wrong with the arguments,
-            the config, the checkpoint or the input size; with status 1
-            when ``--verify`` fails.
-
-    Examples:
-        >>> export_main(['configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-'
-        ...              'ade-128x128.py', '--output-file', 'upernet.onnx',
-        ...              '--shape', '128', '128', '--verify'])
-        ... # doctest: +SKIP
+        SystemExit: With one line on what is wrong; with status 1 when
+            ``--verify`` fails.
     """
     args = parse_export_args(argv)
     model = load_model(args)
@@ -292,8 +268,7 @@ def export_main(argv=None):
 
 
 def parse_evaluate_args(argv=None):
-    """Parse the command line of ``tools/deployment/test.py`` (``argv``,
-    else ``sys.argv``)."""
+    """Parse the command line of ``tools/deployment/test.py``."""
     parser = argparse.ArgumentParser(
         description='Evaluate an ONNX graph (fp32 or INT8) of a classifier, '
         'segmentor or detector on the test set of its config, with ONNX '
@@ -324,15 +299,6 @@ def evaluate_main(argv=None):
 
     Returns:
         dict: The metrics.
-
-    Raises:
-        SystemExit: With one line, for a missing file or dataset path and
-            a graph that does not fit the config.
-
-    Examples:
-        >>> evaluate_main(['configs/demo/tnt-demo_1xb128_fashion-mnist.py',
-        ...                'tnt.onnx', '--threads', '2'])  # doctest: +SKIP
-        {'accuracy/top1': 73.7}
     """
     import mmengine
     from mmengine.logging import MMLogger

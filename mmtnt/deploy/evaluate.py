@@ -1,14 +1,10 @@
-"""Evaluating deployed graphs: an ONNX graph of a classifier, segmentor or
-detector (fp32 or INT8) run by ONNX Runtime over a config's test
-dataloader and scored by the config's own test evaluator, as
-``tools/test.py`` scores the PyTorch model.
+"""Evaluating deployed graphs: an ONNX graph (fp32 or INT8) run by ONNX
+Runtime over a config's test dataloader and scored by the config's test
+evaluator, as ``tools/test.py`` scores the PyTorch model.
 
-Each batch goes through the config model's data preprocessor (built alone),
-then through the graph, whose outputs become the data samples that the
-model's ``predict`` returns (:class:`ClassifierPredictions`,
-:class:`SegmentorPredictions`, :class:`DetectorPredictions`). The
-registries look names up in the config's ``default_scope`` during the
-evaluation only.
+The graph's outputs become the data samples of the model's ``predict``
+(:class:`ClassifierPredictions`, :class:`SegmentorPredictions`,
+:class:`DetectorPredictions`).
 """
 import copy
 import os.path as osp
@@ -37,31 +33,19 @@ def evaluate_onnx(config,
     """Score an ONNX graph on a config's test set with its test evaluator.
 
     Args:
-        config (str | Config): The config the graph was exported from (or
-            one that inherits it, with the data to test on).
+        config (str | Config): The config the graph was exported from (or one
+            that inherits it, with the data to test on).
         onnx_file (str): The graph, fp32 or INT8.
         num_threads (int, optional): ONNX Runtime's intra-op threads.
-        cfg_options (dict, optional): Settings merged into the config, as
-            ``--cfg-options``.
+        cfg_options (dict, optional): Merged into the config.
         num_images (int, optional): Only the first images of the test set.
 
     Returns:
-        dict: The evaluator's metrics, returned and logged as
-        ``tools/test.py`` does.
-
-    Raises:
-        FileNotFoundError: A missing graph, dataset path or annotation file
-            (the message names the config key to set).
-        ValueError: A config of another task than the graph's, or images
-            the graph cannot take.
+        dict: The evaluator's metrics, also logged as ``tools/test.py`` does.
 
     Examples:
-        >>> from mmtnt.deploy.evaluate import evaluate_onnx
-        >>> metrics = evaluate_onnx(
-        ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py',
-        ...     'retinanet.onnx', num_threads=2)
-        >>> metrics['coco/bbox_mAP_50']
-        0.41
+        >>> metrics = evaluate_onnx(  # doctest: +SKIP
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py', 'tnt.onnx')
     """
     return evaluate_graphs(config, dict(onnx=onnx_file), num_threads,
                            cfg_options, num_images)['onnx']
@@ -72,22 +56,12 @@ def evaluate_graphs(config,
                     num_threads=None,
                     cfg_options=None,
                     num_images=None):
-    """Score several graphs of one model (fp32 and INT8, say) on the same
-    test images, loaded and preprocessed once, with one test evaluator
-    each: :func:`evaluate_onnx` of each of ``onnx_files`` (name -> ONNX
-    file).
+    """Score several graphs of one model (fp32 and INT8, say) on the same test
+    images, loaded once: :func:`evaluate_onnx` of each of ``onnx_files``
+    (name -> ONNX file).
 
     Returns:
-        dict: Name -> the evaluator's metrics, also logged on a line that
-        begins with the name.
-
-    Examples:
-        >>> from mmtnt.deploy.evaluate import evaluate_graphs
-        >>> metrics = evaluate_graphs(
-        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py',
-        ...     dict(fp32='tnt.onnx', dynamic='tnt-int8-dynamic.onnx'))
-        >>> {name: m['accuracy/top1'] for name, m in metrics.items()}
-        {'fp32': 73.7, 'dynamic': 73.81}
+        dict: Name -> the evaluator's metrics, each logged after its name.
     """
     from mmengine.logging import print_log
     from mmengine.registry import DefaultScope
@@ -115,9 +89,8 @@ def evaluate_graphs(config,
 
 
 def load_test_config(config, cfg_options=None):
-    """A config (file, or loaded and then copied) with ``cfg_options``
-    merged; an error for a missing file, a ``default_scope`` not in
-    :data:`TASKS` or no test dataloader or evaluator."""
+    """A config (a file, or a copy) with ``cfg_options`` merged, checked for a
+    known ``default_scope``, a test dataloader and a test evaluator."""
     from mmengine.config import Config
     if isinstance(config, Config):
         cfg = copy.deepcopy(config)
@@ -141,9 +114,8 @@ def load_test_config(config, cfg_options=None):
 
 
 def check_test_files(cfg):
-    """Raise a FileNotFoundError that names the config key to set when a
-    path of the test dataset, or an annotation file of the test evaluator
-    (mmdet's ``CocoMetric``), is missing."""
+    """Raise a FileNotFoundError naming the config key to set for a missing
+    test dataset path or evaluator annotation file."""
     from mmtnt.utils import check_data_paths
     check_data_paths(cfg, ('test_dataloader', ))
     evaluator = cfg.get('test_evaluator') or {}
@@ -160,13 +132,8 @@ def check_test_files(cfg):
 
 
 def run_graphs(cfg, sessions, num_images=None):
-    """The loop of :func:`evaluate_graphs`, under the config's scope.
-
-    Returns:
-        dict: Name -> (metrics, seconds per batch: ``data_time``, the
-        loading and preprocessing, and ``time``, that and the graph's
-        run and post-processing).
-    """
+    """The loop of :func:`evaluate_graphs`: name -> (metrics, ``batches``,
+    ``data_time`` and ``time`` per batch)."""
     from .quantize import build_data_preprocessor, build_loader
     select = None if num_images is None else (
         lambda length: range(min(num_images, length)))
@@ -206,9 +173,7 @@ def run_graphs(cfg, sessions, num_images=None):
 
 
 def build_evaluator(evaluator_cfg):
-    """An evaluator as mmengine's ``Runner.build_evaluator`` builds it:
-    ``Evaluator`` over a metric (or a list of them), or the evaluator that
-    a dict with ``metrics`` names."""
+    """An evaluator as mmengine's ``Runner.build_evaluator`` builds it."""
     from mmengine.evaluator import Evaluator
     from mmengine.registry import EVALUATOR
     evaluator_cfg = copy.deepcopy(evaluator_cfg)
@@ -219,8 +184,7 @@ def build_evaluator(evaluator_cfg):
 
 
 def check_graph_outputs(session, task):
-    """Raise a ValueError unless a graph's outputs are those of ``task``'s
-    graphs (:data:`TASK_OUTPUTS`)."""
+    """Raise a ValueError unless the graph's outputs are ``task``'s."""
     names = [output.name for output in session.get_outputs()]
     expected = TASK_OUTPUTS[task]
     classifier = task == 'classifier'
@@ -237,10 +201,8 @@ def check_graph_outputs(session, task):
 
 
 def check_graph_input(session, shape):
-    """Raise a ValueError that says what differs when a graph cannot take
-    preprocessed images of ``shape`` (N, C, H, W): other channels, or a
-    fixed size that differs (the batch is not checked: :func:`run_batched`
-    fills it up)."""
+    """Raise a ValueError when a graph cannot take images of ``shape``
+    (N, C, H, W): other channels, or another fixed size."""
     expected = graph_input_shape(session)
     channels = expected[1]
     if channels is not None and channels != shape[1]:
@@ -265,9 +227,8 @@ def graph_input_shape(session):
 
 
 def run_batched(session, inputs):
-    """A classifier or segmentor graph's first output on a batch
-    (N, C, H, W), run whole or in parts of the graph's fixed batch size,
-    the last part filled up with copies of its last image."""
+    """A classifier or segmentor graph's first output on a batch, run in parts
+    of the graph's fixed batch size where it has one."""
     check_graph_input(session, inputs.shape)
     batch = graph_input_shape(session)[0]
     if batch is None or batch == len(inputs):
@@ -284,10 +245,8 @@ def run_batched(session, inputs):
 
 
 class ClassifierPredictions:
-    """``pred_score`` and ``pred_label`` of a classifier graph, through the
-    config's head (built alone) as mmpretrain's ``predict`` sets them. A
-    graph's ``scores`` are taken back to logits that the head's activation
-    (softmax, or a multi-label head's sigmoid) maps to the same scores.
+    """``pred_score`` and ``pred_label`` of a classifier graph, set by the
+    config's head as mmpretrain's ``predict`` sets them.
 
     Args:
         cfg (Config): The full config, under its scope.
@@ -308,10 +267,7 @@ class ClassifierPredictions:
 
 class SegmentorPredictions:
     """``seg_logits`` and ``pred_sem_seg`` of a segmentor graph, as mmseg's
-    ``EncoderDecoder.predict`` sets them: whole or sliding-window
-    inference, padding cut, resized to the original image, arg-max (or
-    the decode head's threshold, mmseg's 0.3 by default, for one output
-    channel).
+    ``EncoderDecoder.predict`` sets them (whole or sliding-window inference).
 
     Args:
         cfg (Config): The full config.
@@ -336,8 +292,7 @@ class SegmentorPredictions:
         return self.postprocess(seg_logits, data_samples)
 
     def postprocess(self, seg_logits, data_samples):
-        """mmseg's ``BaseSegmentor.postprocess_result`` on ``seg_logits``
-        (N, C, H, W) at the input size."""
+        """mmseg's ``BaseSegmentor.postprocess_result`` on ``seg_logits``."""
         from mmengine.structures import PixelData
         from mmseg.models.utils import resize
         height, width = seg_logits.shape[2:]
@@ -370,10 +325,8 @@ class SegmentorPredictions:
 
 
 def slide_logits(session, inputs, crop_size, stride):
-    """Sliding-window logits (N, num_classes, H, W) of inputs (N, C, H, W)
-    as mmseg's ``EncoderDecoder.slide_inference`` computes them: the
-    graph on each window of ``crop_size`` at steps of ``stride``, overlaps
-    averaged."""
+    """Sliding-window logits as mmseg's ``EncoderDecoder.slide_inference``
+    computes them, overlaps averaged."""
     (crop_h, crop_w), (stride_h, stride_w) = crop_size, stride
     height, width = inputs.shape[2:]
     rows = max(height - crop_h + stride_h - 1, 0) // stride_h + 1
@@ -395,12 +348,8 @@ def slide_logits(session, inputs, crop_size, stride):
 
 
 class DetectorPredictions:
-    """``pred_instances`` of a detector graph, image by image (with its
-    ``img_shape`` where the graph takes it), as mmdet's
-    ``predict(rescale=True)`` sets them: boxes in the original image, masks
-    of its size (a graph's ``roi_masks`` pasted by
-    :func:`~mmtnt.deploy.masks.paste_masks`, its image ``masks`` taken as
-    they are where the image was not resized).
+    """``pred_instances`` of a detector graph, as mmdet's
+    ``predict(rescale=True)`` sets them.
 
     Args:
         cfg (Config): The full config.
@@ -433,9 +382,8 @@ class DetectorPredictions:
         return data_samples
 
     def rescaled(self, outputs, sample):
-        """``bboxes``, ``scores``, ``labels`` and maybe ``masks`` (tensors)
-        of one image in its original size, from the graph's ``outputs`` by
-        name and the image's data sample."""
+        """``bboxes``, ``scores``, ``labels`` (``masks``) of one image in its
+        original size, from the graph's outputs by name."""
         boxes = torch.from_numpy(outputs['boxes'])
         detections = dict(
             scores=torch.from_numpy(outputs['scores']),
@@ -468,13 +416,6 @@ class DetectorPredictions:
 
 def format_metrics(metrics, seconds, by_epoch=True, num_digits=4):
     """The line mmengine's ``LogProcessor`` logs after a test epoch.
-
-    Args:
-        metrics (dict): The evaluator's.
-        seconds (dict): ``batches``, ``data_time`` and ``time`` of
-            :func:`run_graphs`.
-        by_epoch (bool): ``Epoch(test)``, else ``Iter(test)``.
-        num_digits (int): Decimals of floats.
 
     Examples:
         >>> format_metrics({'accuracy/top1': 87.5},

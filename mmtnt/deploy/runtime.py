@@ -1,5 +1,5 @@
-"""Running exported graphs with ONNX Runtime on the CPU: the graphs' input
-names and the session every deployment tool uses."""
+"""The input names of exported graphs and the ONNX Runtime CPU session
+every deployment tool uses."""
 
 #: The name of an exported graph's image input (N, C, H, W), float32.
 INPUT_NAME = 'input'
@@ -13,20 +13,12 @@ def cpu_session(onnx_file, num_threads=None, memory_pattern=True):
 
     Args:
         onnx_file (str): The ONNX file.
-        num_threads (int, optional): Intra-op threads; ONNX Runtime's
-            default (one per core) when None.
-        memory_pattern (bool): ONNX Runtime's ``enable_mem_pattern``: one
-            block for all intermediate tensors, planned from the last run.
-            Pass False for detectors, whose tensors' sizes follow the
-            detections (docs/inference.md). Defaults to True.
+        num_threads (int, optional): Intra-op threads; one per core when None.
+        memory_pattern (bool): ONNX Runtime's ``enable_mem_pattern``; pass
+            False for detectors, whose tensor sizes vary. Defaults to True.
 
     Returns:
         onnxruntime.InferenceSession: With the CPU execution provider.
-
-    Examples:
-        >>> session = cpu_session('svt-s.onnx', num_threads=2)
-        >>> [i.name for i in session.get_inputs()]
-        ['input']
     """
     import onnxruntime as ort
     options = ort.SessionOptions()
