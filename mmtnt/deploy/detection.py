@@ -1,11 +1,10 @@
 """mmdet detectors as graphs that end in their detections, for ONNX.
 
-:class:`DetectorGraph` runs a detector on one preprocessed image and
-returns what mmdet's ``predict(..., rescale=False)`` returns for it. The
-dense heads' post-processing is written here with ops that
-``torch.export`` traces at symbolic input sizes and that the ONNX exporter
-translates to standard operators (boxes in :mod:`mmtnt.deploy.boxes`, the
-second stage of Mask R-CNN in :mod:`mmtnt.deploy.roi_heads`).
+:class:`DetectorGraph` returns what mmdet's ``predict(..., rescale=False)``
+returns for one image, its post-processing written with ops that
+``torch.export`` traces at symbolic sizes (boxes in
+:mod:`mmtnt.deploy.boxes`, Mask R-CNN's second stage in
+:mod:`mmtnt.deploy.roi_heads`).
 """
 import torch
 import torch.nn as nn
@@ -22,9 +21,8 @@ UNPADDED = (2**62, 2**62)
 
 
 def level_scores(head, cls_score):
-    """One level's class scores (num_priors, num_classes) of one image,
-    from an mmdet anchor head's output (A * C, H, W): sigmoid scores, or
-    softmax ones without the background."""
+    """One level's class scores (num_priors, num_classes) from an anchor head's
+    output (A * C, H, W), without a softmax's background."""
     logits = cls_score.permute(1, 2, 0).reshape(-1, head.cls_out_channels)
     if head.use_sigmoid_cls:
         return logits.sigmoid()
@@ -32,23 +30,8 @@ def level_scores(head, cls_score):
 
 
 def top_candidates(scores, count):
-    """The ``count`` highest of ``scores`` (all of them if fewer).
-
-    Args:
-        scores (Tensor): Any shape; it is flattened.
-        count (int): At most this many; -1 or 0 for all, as mmdet's
-            ``nms_pre``.
-
-    Returns:
-        tuple[Tensor, Tensor]: The scores in decreasing order and their
-        indices into the flattened ``scores``.
-
-    Examples:
-        >>> scores = torch.tensor([[.125, .75], [.5, .25]])
-        >>> top, index = top_candidates(scores, 3)
-        >>> top.tolist(), index.tolist()
-        ([0.75, 0.5, 0.25], [1, 2, 3])
-    """
+    """The ``count`` highest of the flattened ``scores`` and their indices;
+    all of them for a ``count`` of -1 or 0."""
     scores = scores.reshape(-1)
     if count <= 0:
         return scores.sort(descending=True)
@@ -59,20 +42,7 @@ def top_candidates(scores, count):
 
 def head_candidates(head, cls_scores, bbox_preds, nms_pre):
     """The ``nms_pre`` best (prior, class) scores of each level of a dense
-    head in one image, with their priors (made from the feature-map sizes
-    by the head's prior generator) and deltas.
-
-    Args:
-        head (nn.Module): An mmdet anchor head.
-        cls_scores (list[Tensor]): Its class logits per level,
-            (1, A * C, H, W).
-        bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
-        nms_pre (int): Candidates per level; -1 for all.
-
-    Returns:
-        tuple[Tensor]: Over all levels: scores, classes (int64), levels
-        (int64), priors (M, 4) and deltas (M, 4).
-    """
+    head: scores, classes, levels, priors (M, 4) and deltas (M, 4)."""
     mlvl_priors = head.prior_generator.grid_priors(
         [score.shape[-2:] for score in cls_scores],
         device=cls_scores[0].device)
@@ -111,18 +81,13 @@ def head_detections(head, cls_scores, bbox_preds, img_shape, cfg, rpn):
 
 def dense_head_detections(head, cls_scores, bbox_preds, img_shape, cfg=None):
     """A dense head's detections in one image, as mmdet's
-    ``BaseDenseHead.predict_by_feat`` (``rescale=False``, with NMS): per
-    level the ``nms_pre`` best (prior, class) scores, of those the ones
-    above ``score_thr``, decoded, NMS per class and the ``max_per_img``
-    best.
+    ``BaseDenseHead.predict_by_feat`` (``rescale=False``, with NMS).
 
     Args:
         head (nn.Module): An mmdet anchor head (RetinaHead).
-        cls_scores (list[Tensor]): Its class logits per level,
-            (1, A * C, H, W).
-        bbox_preds (list[Tensor]): Its box deltas per level, (1, A * 4, H, W).
-        img_shape (tuple | Tensor): Height and width of the image, which
-            the boxes are clipped to (see :func:`decode_boxes`).
+        cls_scores (list[Tensor]): Class logits per level, (1, A * C, H, W).
+        bbox_preds (list[Tensor]): Box deltas per level, (1, A * 4, H, W).
+        img_shape (tuple | Tensor): Height and width the boxes are clipped to.
         cfg (dict, optional): The test config. Defaults to the head's.
 
     Returns:
@@ -136,19 +101,16 @@ def dense_head_detections(head, cls_scores, bbox_preds, img_shape, cfg=None):
 
 def rpn_proposals(head, cls_scores, bbox_preds, img_shape, cfg):
     """An RPN head's proposals in one image, as mmdet's
-    ``RPNHead._predict_by_feat_single`` (``rescale=False``): per level the
-    ``nms_pre`` best anchors, decoded, those larger than ``min_bbox_size``,
-    NMS per level and the ``max_per_img`` best.
+    ``RPNHead._predict_by_feat_single`` (``rescale=False``).
 
     Args:
         head (nn.Module): An mmdet ``RPNHead``.
         cls_scores, bbox_preds, img_shape: As for
-            :func:`dense_head_detections` (objectness logits (1, A, H, W)).
+            :func:`dense_head_detections`.
         cfg (dict): The RPN's test config (``test_cfg.rpn``).
 
     Returns:
-        tuple[Tensor, Tensor]: Proposals (K, 4) xyxy and their scores (K, ),
-        by decreasing score.
+        tuple[Tensor, Tensor]: Proposals (K, 4) xyxy and their scores (K, ).
     """
     boxes, scores, _ = head_detections(head, cls_scores, bbox_preds,
                                        img_shape, cfg, rpn=True)
@@ -156,32 +118,23 @@ def rpn_proposals(head, cls_scores, bbox_preds, img_shape, cfg):
 
 
 class DetectorGraph(nn.Module):
-    """What is exported of an mmdet detector: one preprocessed image ->
-    its detections.
+    """What is exported of an mmdet detector: one preprocessed image -> its
+    detections.
 
-    The image may be padded, as mmdet's ``DetDataPreprocessor`` pads it;
-    its size before padding, mmdet's ``img_shape``, is then the optional
-    second input, capped at the input's size (so the exported default
-    :data:`UNPADDED` stands for the input's size). Boxes are clipped to it.
-
-    A Mask R-CNN's masks leave the graph per RoI by default: ``roi_masks``
-    (K, 28, 28), the mask head's probabilities for each detection's label
-    over its box, which :func:`mmtnt.deploy.masks.paste_masks` turns into
-    mmdet's binary image masks. With ``mask_output='image'`` the graph
-    pastes them itself, ``masks`` (K, h, w) bool.
+    The optional second input is mmdet's ``img_shape`` of a padded image (by
+    default :data:`UNPADDED`, the input's size); boxes are clipped to it. Mask
+    R-CNN's masks leave the graph per RoI (``roi_masks``, pasted by
+    :func:`mmtnt.deploy.masks.paste_masks`) or, with ``mask_output='image'``,
+    as image ``masks`` (K, h, w) bool.
 
     Args:
-        detector (nn.Module): An mmdet ``RetinaNet`` (a single-stage
-            detector with a RetinaHead) or ``MaskRCNN`` (RPNHead and
-            StandardRoIHead).
-        mask_output (str): ``'roi'`` or ``'image'``, for a mask head.
-            Defaults to ``'roi'``.
+        detector (nn.Module): An mmdet ``RetinaNet`` or ``MaskRCNN``.
+        mask_output (str): ``'roi'`` (default) or ``'image'``.
 
     Attributes:
-        output_names (tuple[str]): ``boxes``, ``scores``, ``labels`` and,
-            for Mask R-CNN, ``roi_masks`` or ``masks``.
-        mask_threshold (float | None): The mask head's
-            ``mask_thr_binary``; None without masks.
+        output_names (tuple[str]): ``boxes``, ``scores``, ``labels`` and, for
+            Mask R-CNN, ``roi_masks`` or ``masks``.
+        mask_threshold (float | None): ``mask_thr_binary``; None without masks.
 
     Examples:
         >>> from mmengine.config import Config
@@ -190,7 +143,6 @@ class DetectorGraph(nn.Module):
         >>> cfg = Config.fromfile(
         ...     'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py')
         >>> graph = DetectorGraph(MODELS.build(cfg.model).eval())
-        >>> # a 90x100 image padded to 96x128: boxes within 90x100
         >>> boxes, scores, labels = graph(torch.rand(1, 3, 96, 128),
         ...                               torch.tensor([90, 100]))
         >>> boxes.shape[1], scores.dtype, labels.dtype
@@ -212,9 +164,8 @@ class DetectorGraph(nn.Module):
             self.mask_threshold = detector.roi_head.test_cfg.mask_thr_binary
 
     def forward(self, inputs, img_shape=None):
-        """The outputs of :attr:`output_names` for ``inputs`` (1, C, H, W),
-        a preprocessed image maybe padded from ``img_shape`` (2, ) int64,
-        by default (H, W)."""
+        """The outputs of :attr:`output_names` for ``inputs`` (1, C, H, W)
+        padded from ``img_shape`` (2, ) int64, by default (H, W)."""
         img_shape = image_size(inputs.shape[2:], img_shape)
         feats = self.detector.extract_feat(inputs)
         if not self.two_stage:
@@ -229,10 +180,8 @@ class DetectorGraph(nn.Module):
 
 
 def check_detector(detector):
-    """Raise a ValueError unless :class:`DetectorGraph` exports
-    ``detector``: a single-stage detector with a RetinaHead, or a two-stage
-    one with an RPNHead and a StandardRoIHead, whose heads decode with
-    :data:`~mmtnt.deploy.boxes.BOX_CODER` and suppress with plain NMS."""
+    """Raise a ValueError unless :class:`DetectorGraph` can export
+    ``detector``."""
     head = getattr(detector, 'bbox_head', None)
     rpn_head = getattr(detector, 'rpn_head', None)
     roi_head = getattr(detector, 'roi_head', None)

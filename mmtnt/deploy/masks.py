@@ -1,7 +1,6 @@
-"""Instance masks of Mask R-CNN from its per-RoI masks (``roi_masks``
-(K, M, M) of :class:`~mmtnt.deploy.DetectorGraph`): pasted into the image
-after the graph (:func:`paste_masks`), as mmdet's CPU paste does, or
-inside it (:func:`paste_masks_separable`)."""
+"""Mask R-CNN's image masks from its ``roi_masks``: pasted after the graph
+(:func:`paste_masks`) as mmdet's CPU paste does, or in it
+(:func:`paste_masks_separable`)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -11,25 +10,20 @@ def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
     """Binary image masks from per-RoI mask probabilities, as mmdet's
     ``FCNMaskHead`` pastes them on the CPU.
 
-    Each mask is resampled bilinearly over its box grown by one pixel
-    (mmdet's ``_do_paste_mask`` with ``skip_empty=True``) and thresholded
-    (``>= threshold``); pixels farther from the box are False. For the
-    masks of mmdet's ``predict(..., rescale=True)``, divide the boxes by
+    For mmdet's ``predict(..., rescale=True)``, divide the boxes by
     ``scale_factor`` in float32 and paste at ``ori_shape``.
 
     Args:
-        roi_masks (np.ndarray | Tensor): (K, M, M) mask probabilities
-            (the graph's ``roi_masks``), or (K, 1, M, M).
-        boxes (np.ndarray | Tensor): (K, 4) x1 y1 x2 y2 in pixels, float32.
+        roi_masks (np.ndarray | Tensor): (K, M, M) or (K, 1, M, M)
+            probabilities (the graph's ``roi_masks``).
+        boxes (np.ndarray | Tensor): (K, 4) x1 y1 x2 y2, float32.
         img_shape (tuple[int]): Height and width of the image masks.
         threshold (float): mmdet's ``mask_thr_binary``. Defaults to 0.5.
 
     Returns:
-        np.ndarray | Tensor: (K, h, w) bool, a NumPy array for NumPy
-        ``roi_masks``, else a tensor on their device.
+        np.ndarray | Tensor: (K, h, w) bool, NumPy for NumPy ``roi_masks``.
 
     Examples:
-        >>> import numpy as np
         >>> masks = paste_masks(np.ones((1, 28, 28), np.float32),
         ...                     np.array([[2., 1., 5., 3.]], np.float32),
         ...                     (4, 8))
@@ -56,27 +50,8 @@ def paste_masks(roi_masks, boxes, img_shape, threshold=0.5):
 
 
 def paste_mask(roi_mask, box, height, width):
-    """One mask resampled over the region of the image that its box
-    covers, with a margin of one pixel: mmdet's ``_do_paste_mask`` of one
-    box with ``skip_empty=True``.
-
-    Args:
-        roi_mask (Tensor): (1, 1, M, M) float32 probabilities.
-        box (Tensor): (4, ) float32 x1 y1 x2 y2.
-        height (int): The image's height.
-        width (int): The image's width.
-
-    Returns:
-        tuple[Tensor, tuple[slice, slice]]: The probabilities (h', w') and
-        the rows and columns of the image they cover.
-
-    Examples:
-        >>> pasted, (rows, cols) = paste_mask(
-        ...     torch.ones(1, 1, 28, 28), torch.tensor([2., 1., 5., 3.]),
-        ...     4, 8)
-        >>> pasted.shape, rows, cols
-        (torch.Size([4, 5]), slice(0, 4, None), slice(1, 6, None))
-    """
+    """mmdet's ``_do_paste_mask`` of one box (``skip_empty=True``): the
+    probabilities and the (rows, cols) slices of the image they cover."""
     x0, y0 = (box[:2].floor() - 1).clamp(min=0).int().tolist()
     # Boxes wholly outside the image cover nothing (mmdet's paste fails).
     x1 = max(x0, int((box[2].ceil() + 1).clamp(max=width)))
@@ -102,30 +77,9 @@ def _grid_coords(centres, lo, hi):
 
 
 def paste_masks_separable(roi_masks, boxes, img_shape):
-    """Per-RoI masks pasted over the whole image by two matrix products
-    per mask, ``Ry @ mask @ Rx.T``, for export: the bilinear sampling of
-    :func:`paste_masks` (before the threshold) written as interpolation
-    matrices.
-
-    Every row of ``Ry`` (h, M) holds the two bilinear weights of one image
-    row's centre in the mask, ``Rx`` (w, M) those of the columns; rows and
-    columns outside the region that mmdet pastes are zero. The
-    probabilities differ from mmdet's by float rounding only.
-
-    Args:
-        roi_masks (Tensor): (K, M, M) probabilities.
-        boxes (Tensor): (K, 4) x1 y1 x2 y2 in pixels.
-        img_shape (tuple): The image's (h, w), ints or symbolic sizes.
-
-    Returns:
-        Tensor: (K, h, w) probabilities.
-
-    Examples:
-        >>> paste_masks_separable(torch.ones(1, 28, 28),
-        ...                       torch.tensor([[2., 2., 6., 6.]]),
-        ...                       (8, 8)).shape
-        torch.Size([1, 8, 8])
-    """
+    """Per-RoI masks (K, M, M) pasted over the image (K, h, w) as
+    ``Ry @ mask @ Rx.T``: :func:`paste_masks`'s sampling as interpolation
+    matrices, for export."""
     img_h, img_w = img_shape
     size_y, size_x = roi_masks.shape[-2:]
     x0, y0, x1, y1 = boxes[:, :, None].unbind(1)  # each (K, 1)
@@ -135,20 +89,8 @@ def paste_masks_separable(roi_masks, boxes, img_shape):
 
 
 def interpolation_matrix(lo, hi, size, mask_size):
-    """The bilinear weights of ``size`` pixel centres along one image axis
-    in masks of ``mask_size`` over [lo, hi], as ``grid_sample``
-    (``align_corners=False``, zeros outside the mask) weighs them.
-
-    Args:
-        lo (Tensor): (K, 1) the boxes' starts along the axis.
-        hi (Tensor): (K, 1) their ends.
-        size (int): The image's size along the axis (may be symbolic).
-        mask_size (int): The masks' size along it.
-
-    Returns:
-        Tensor: (K, size, mask_size), zero outside the pixels that mmdet's
-        paste covers (:func:`paste_mask`).
-    """
+    """``grid_sample``'s bilinear weights (K, size, mask_size) of the pixels
+    along one axis, zero outside mmdet's pasted region."""
     zero = lo.new_zeros(())
     centres = torch.arange(size, device=lo.device).to(lo) + 0.5
     coords = _grid_coords(centres, lo, hi)  # (K, size)

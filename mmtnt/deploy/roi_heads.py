@@ -1,13 +1,9 @@
 """The second stage of Mask R-CNN and Faster R-CNN written for export:
-mmdet's ``StandardRoIHead.predict`` for one image, made of operators that
-``torch.export`` and the ONNX exporter translate to standard ONNX
-(RoiAlign, NonMaxSuppression, NonZero, ScatterND, MatMul).
+mmdet's ``StandardRoIHead.predict`` for one image in standard ONNX operators.
 
-What differs from mmdet's code is only how it is computed: mmcv's
-``RoIAlign`` becomes ``torchvision.ops.roi_align`` with the same settings;
-multi-class NMS is one NMS over the (box, class) pairs above
-``score_thr``, classes kept apart as ``mmcv.ops.batched_nms`` does; masks
-pasted in the graph are resampled by interpolation matrices
+mmcv's ``RoIAlign`` becomes ``torchvision.ops.roi_align`` with the same
+settings, multi-class NMS is one NMS over the (box, class) pairs, and masks
+pasted in the graph use interpolation matrices
 (:func:`~mmtnt.deploy.masks.paste_masks_separable`).
 """
 import torch
@@ -30,26 +26,20 @@ MASK_OUTPUTS = ('roi', 'image')
 
 def roi_head_predictions(roi_head, feats, proposals, img_shape,
                          mask_output='roi'):
-    """Detections of a ``StandardRoIHead`` (Mask or Faster R-CNN) for one
-    image: ``roi_head.predict(feats, rpn_results_list, data_samples,
-    rescale=False)`` with the head's ``test_cfg``.
+    """Detections of a ``StandardRoIHead`` for one image, as its
+    ``predict(..., rescale=False)``.
 
     Args:
         roi_head (StandardRoIHead): The head (see :func:`check_roi_head`).
         feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
-        proposals (Tensor): RPN boxes (P, 4), x1 y1 x2 y2 in pixels.
-        img_shape (tuple[int] | Tensor): The image's (H, W): ints,
-            symbolic sizes or an int64 tensor (2, ).
-        mask_output (str): With a mask head, ``'roi'`` for the masks per
-            RoI, ``'image'`` for them pasted into the image. Defaults to
-            ``'roi'``.
+        proposals (Tensor): RPN boxes (P, 4), x1 y1 x2 y2.
+        img_shape (tuple[int] | Tensor): The image's (H, W).
+        mask_output (str): ``'roi'`` (default) or ``'image'``.
 
     Returns:
-        dict[str, Tensor]: ``boxes`` (K, 4), ``scores`` (K,), ``labels``
-        (K,) int64, by descending score, and, with a mask head,
-        ``roi_masks`` (K, M, M) float probabilities (:func:`roi_mask_probs`)
-        or ``masks`` (K, H, W) bool (probability >= ``mask_thr_binary``) of
-        ``img_shape``. K may be 0.
+        dict[str, Tensor]: ``boxes`` (K, 4), ``scores`` (K,), ``labels`` (K,),
+        by descending score, and with a mask head ``roi_masks`` (K, M, M) or
+        ``masks`` (K, H, W) bool.
     """
     check_roi_head(roi_head)
     check_mask_output(mask_output)
@@ -77,8 +67,7 @@ def roi_head_predictions(roi_head, feats, proposals, img_shape,
 
 
 def check_mask_output(mask_output):
-    """Raise a ValueError unless ``mask_output`` is one of
-    :data:`MASK_OUTPUTS`."""
+    """Raise a ValueError unless ``mask_output`` is in :data:`MASK_OUTPUTS`."""
     if mask_output not in MASK_OUTPUTS:
         raise ValueError(f'mask_output must be one of {MASK_OUTPUTS}, got '
                          f'{mask_output!r}.')
@@ -86,10 +75,7 @@ def check_mask_output(mask_output):
 
 def check_roi_head(roi_head):
     """Raise a ValueError unless :func:`roi_head_predictions` reproduces
-    ``roi_head``: a bbox head of :data:`BBOX_HEADS` with softmax scores,
-    RoI extractors that are ``SingleRoIExtractor`` over mmcv ``RoIAlign``,
-    no shared head and, optionally, a mask head of :data:`MASK_HEADS` with
-    a binary mask threshold."""
+    ``roi_head`` (see :data:`BBOX_HEADS`, :data:`MASK_HEADS`)."""
     problems = []
     if roi_head.with_shared_head:
         problems.append('a shared head')
@@ -117,20 +103,8 @@ def check_roi_head(roi_head):
 
 
 def extract_roi_feats(extractor, feats, rois):
-    """What a ``SingleRoIExtractor`` with mmcv ``RoIAlign`` layers computes:
-    each RoI pooled on its own level (``extractor.map_roi_levels``); in
-    ONNX each level's RoIs are a ``NonZero`` selection, maybe empty, put in
-    their places by a ``ScatterND``.
-
-    Args:
-        extractor (SingleRoIExtractor): Gives the levels' RoIAlign settings
-            and the mapping of RoIs to levels.
-        feats (tuple[Tensor]): Maps of one image, each (1, C, h, w).
-        rois (Tensor): (N, 5), batch index then x1 y1 x2 y2.
-
-    Returns:
-        Tensor: (N, C, out_h, out_w).
-    """
+    """``SingleRoIExtractor`` over mmcv ``RoIAlign``: each RoI (N, 5) pooled on
+    its level, (N, C, out_h, out_w)."""
     feats = feats[:extractor.num_inputs]
     levels = extractor.map_roi_levels(rois, len(feats))
     roi_feats = feats[0].new_zeros(
@@ -146,8 +120,7 @@ def extract_roi_feats(extractor, feats, rois):
 
 
 def _class_boxes(bbox_head, proposals, bbox_pred, img_shape):
-    """The bbox head's boxes per class, (P, num_classes, 4), clipped to the
-    image (one box per proposal for all classes if class-agnostic)."""
+    """The bbox head's boxes per class (P, num_classes, 4), clipped."""
     num_rois, num_reg = proposals.size(0), bbox_pred.size(1) // 4
     boxes = decode_boxes(bbox_head.bbox_coder,
                          proposals.repeat_interleave(num_reg, dim=0),
@@ -157,20 +130,8 @@ def _class_boxes(bbox_head, proposals, bbox_pred, img_shape):
 
 
 def multiclass_nms(boxes, scores, score_thr, nms_cfg, max_per_img):
-    """Indices of the detections that mmdet's ``multiclass_nms`` keeps.
-
-    Args:
-        boxes (Tensor): (P, num_classes, 4) boxes per class.
-        scores (Tensor): (P, num_classes), without the background.
-        score_thr (float): Candidates score strictly above it.
-        nms_cfg (dict): ``iou_threshold`` (and ``type``,
-            ``class_agnostic``), as in mmdet's test configs.
-        max_per_img (int): At most this many are kept; all when <= 0.
-
-    Returns:
-        Tensor: int64 indices into ``scores.reshape(-1)`` (row-major: box
-        ``i // num_classes``, class ``i % num_classes``), by descending
-        score.
+    """Indices into ``scores.reshape(-1)`` (P, num_classes) of the detections
+    that mmdet's ``multiclass_nms`` keeps, by descending score.
 
     Examples:
         >>> boxes = torch.tensor([[0., 0, 10, 10], [1, 0, 10, 10]])
@@ -189,20 +150,8 @@ def multiclass_nms(boxes, scores, score_thr, nms_cfg, max_per_img):
 
 
 def roi_mask_probs(roi_head, feats, boxes, labels):
-    """The mask head's probabilities of the detections, each for its
-    label, over its box: what mmdet's ``FCNMaskHead`` pastes.
-
-    Args:
-        roi_head (StandardRoIHead): Gives the mask RoI extractor and the
-            FCN mask head.
-        feats (tuple[Tensor]): The neck's maps, each (1, C, h, w).
-        boxes (Tensor): (K, 4) detected boxes.
-        labels (Tensor): (K,) their classes.
-
-    Returns:
-        Tensor: (K, M, M) float, the sigmoid of the head's logits (M = 28
-        in mmdet's configs).
-    """
+    """The mask head's probabilities (K, M, M) of each detection's label over
+    its box."""
     mask_feats = extract_roi_feats(roi_head.mask_roi_extractor, feats,
                                    boxes_to_rois(boxes))
     mask_preds = roi_head.mask_head(mask_feats)
@@ -213,19 +162,7 @@ def roi_mask_probs(roi_head, feats, boxes, labels):
 
 
 def image_masks(roi_head, probs, boxes, img_shape):
-    """Binary masks of the detections over the image, pasted in the graph
-    (:func:`~mmtnt.deploy.masks.paste_masks_separable`).
-
-    Args:
-        roi_head (StandardRoIHead): Gives ``test_cfg.mask_thr_binary``.
-        probs (Tensor): (K, M, M) from :func:`roi_mask_probs`.
-        boxes (Tensor): (K, 4) detected boxes.
-        img_shape (tuple[int] | Tensor): (H, W) of the image: ints,
-            symbolic sizes or an int64 tensor (2, ).
-
-    Returns:
-        Tensor: (K, H, W) bool.
-    """
+    """Binary masks (K, H, W) of the detections pasted in the graph."""
     if isinstance(img_shape, torch.Tensor):
         img_shape = img_shape.tolist()
     masks = paste_masks_separable(probs, boxes, img_shape)
