@@ -24,21 +24,10 @@ def run_converter(convert,
             arguments to suggest (e.g. ``", arch='s'"``) from ``meta``.
         argv (list[str], optional): Arguments instead of ``sys.argv``.
         whole_models (bool): Whether ``convert`` converts whole detectors
-            and segmentors; adds ``--backbone-only``, passed to it as
-            ``backbone_only``. Defaults to False.
+            and segmentors (adds ``--backbone-only``). Defaults to False.
 
     Returns:
         dict: The saved checkpoint.
-
-    Raises:
-        SystemExit: With one line that names ``SRC`` when it is missing,
-            truncated or no torch checkpoint.
-
-    Examples:
-        >>> from mmtnt.converters import convert_twins
-        >>> run_converter(convert_twins, 'Twins', lambda meta: '',
-        ...               argv=['segmentor.pth', 'converted.pth'],
-        ...               whole_models=True)  # doctest: +SKIP
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument('src', help='the checkpoint to convert')
@@ -79,19 +68,8 @@ def run_converter(convert,
 
 
 def describe_whole_model(src, dst, meta, backbone_kwargs):
-    """What a converted detector or segmentor is and how to load it.
-
-    Args:
-        src (str): The source checkpoint.
-        dst (str): The converted checkpoint.
-        meta (dict): The converted checkpoint's ``meta``.
-        backbone_kwargs (Callable[[dict], str]): As for
-            :func:`run_converter`.
-
-    Returns:
-        str: Lines for the terminal: the source and model, then the config
-        to use or, for sizes no config has, the backbone to build.
-    """
+    """Lines for the terminal: what a converted detector or segmentor is
+    and the config (or backbone) to load it into."""
     lines = [
         f'Converted {src} ({meta["source"]}; {meta["source_format"]} '
         f'backbone keys) to {dst}: a {meta["head_layout"]} '

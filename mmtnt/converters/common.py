@@ -8,25 +8,17 @@ from mmtnt.utils import check_checkpoint_file
 
 
 def load_checkpoint_file(path, allow_pickle=False):
-    """Load a checkpoint file on the CPU.
-
-    Loading uses ``weights_only=True`` unless ``allow_pickle`` is set: some
-    released checkpoints hold pickled Python objects (training arguments)
-    that a safe load refuses.
+    """Load a checkpoint file on the CPU, with ``weights_only=True`` unless
+    ``allow_pickle`` is set.
 
     Args:
         path (str): The checkpoint file.
-        allow_pickle (bool): Load arbitrary pickled objects. Only for files
-            from a source you trust. Defaults to False.
+        allow_pickle (bool): Load arbitrary pickled objects (training
+            arguments in some releases); only for trusted files.
+            Defaults to False.
 
     Returns:
         dict: The loaded object.
-
-    Raises:
-        CheckpointFileError: If the file is missing, truncated or not a
-            PyTorch checkpoint.
-        RuntimeError: If it holds pickled objects and ``allow_pickle`` is
-            not set.
     """
     check_checkpoint_file(path)
     try:
@@ -42,12 +34,10 @@ def load_checkpoint_file(path, allow_pickle=False):
 
 
 def extract_state_dict(checkpoint):
-    """Find the model weights in a loaded checkpoint.
+    """Find the weights in a loaded checkpoint.
 
-    Accepts a bare state dict or one wrapped under ``state_dict``, ``model``
-    or ``module`` (as OpenMMLab, timm's training script and the official
-    repositories save them), and strips a ``module.`` prefix left by
-    DataParallel.
+    Accepts a bare state dict or one under ``state_dict``, ``model`` or
+    ``module``, and strips DataParallel's ``module.`` prefix.
 
     Args:
         checkpoint (dict): A loaded checkpoint.
@@ -71,19 +61,8 @@ def extract_state_dict(checkpoint):
 
 def split_classifier(state_dict, backbone_prefixes=('backbone.', ),
                      head_prefixes=('head.fc.', 'head.')):
-    """Split weights into backbone and classifier parts.
-
-    Args:
-        state_dict (dict[str, Tensor]): Weights, possibly of a whole
-            classifier.
-        backbone_prefixes (tuple[str]): Prefixes stripped from backbone keys.
-        head_prefixes (tuple[str]): Prefixes that mark classifier keys; the
-            first matching one is stripped.
-
-    Returns:
-        tuple[dict, dict]: Backbone weights and classifier weights (keys
-        ``weight``/``bias``).
-    """
+    """Split weights into backbone and classifier (``weight``/``bias``)
+    weights, stripping the first matching prefix of each key."""
     backbone, head = {}, {}
     for key, value in state_dict.items():
         head_prefix = next((p for p in head_prefixes if key.startswith(p)),
@@ -100,22 +79,9 @@ def split_classifier(state_dict, backbone_prefixes=('backbone.', ),
 
 
 def to_mmengine_checkpoint(backbone, meta, others=None):
-    """Assemble a converted checkpoint: backbone weights under
-    ``backbone.``, so that the file serves as ``load_from`` of a config and
-    as ``init_cfg=dict(type='Pretrained', checkpoint=...,
-    prefix='backbone.')`` of a backbone.
-
-    Args:
-        backbone (dict[str, Tensor]): Backbone weights in mmtnt's layout.
-        meta (dict): Plain-type metadata (strings, numbers).
-        others (dict[str, Tensor], optional): The other weights, under
-            their full keys: a classifier under ``head.fc.`` (mmpretrain's
-            ``LinearClsHead``, :func:`classifier_keys`), the neck and heads
-            of a detector or segmentor.
-
-    Returns:
-        dict: ``{'meta': meta, 'state_dict': weights}``.
-    """
+    """``{'meta': meta, 'state_dict': ...}`` with the backbone under
+    ``backbone.`` (for ``load_from`` or a ``Pretrained`` init_cfg) and
+    ``others`` (heads, necks) under their full keys."""
     state_dict = {f'backbone.{k}': v.contiguous() for k, v in backbone.items()}
     state_dict.update(others or {})
     return dict(meta=meta, state_dict=state_dict)
@@ -127,21 +93,8 @@ def classifier_keys(head):
 
 
 def detect_format(state_dict, formats, model):
-    """Tell which key layout of ``formats`` backbone weights have.
-
-    Args:
-        state_dict (dict[str, Tensor]): Backbone weights (no ``backbone.``
-            prefix).
-        formats (list[tuple[str, tuple[str]]]): ``(name, patterns)`` in the
-            order tried; a layout is recognised when each of its patterns
-            matches (:func:`re.match`) some key.
-        model (str): The model family, for the error.
-
-    Returns:
-        str: The first layout recognised.
-
-    Raises:
-        ValueError: When none is; the message lists the keys looked for.
+    """The first ``(name, patterns)`` of ``formats`` whose every pattern
+    matches some key; ValueError naming ``model`` when none does.
 
     Examples:
         >>> formats = [('mmtnt', ('^stem', )), ('official', ('^pos$', ))]
@@ -158,17 +111,8 @@ def detect_format(state_dict, formats, model):
 
 
 def match_arch(arch_zoo, names, sizes):
-    """The arch of ``arch_zoo`` that has ``sizes``.
-
-    Args:
-        arch_zoo (dict): A backbone's ``arch_zoo``.
-        names (tuple[str]): The archs to compare, e.g. ``('s', 'b')``.
-        sizes (dict): Sizes read from weights, as lists or numbers.
-
-    Returns:
-        str | dict: The first name in ``names`` whose arch has ``sizes``,
-        else ``sizes``.
-    """
+    """The first of ``names`` whose arch in ``arch_zoo`` has ``sizes``,
+    else ``sizes``."""
     for name in names:
         arch = arch_zoo[name]
         if all(
@@ -179,16 +123,8 @@ def match_arch(arch_zoo, names, sizes):
 
 
 def rename_keys(state_dict, rules):
-    """Rename keys with ordered regular-expression rules.
-
-    Args:
-        state_dict (dict[str, Tensor]): The weights.
-        rules (list[tuple[str, str]]): ``(pattern, replacement)`` pairs for
-            :func:`re.sub`, applied in order to every key.
-
-    Returns:
-        dict[str, Tensor]: The renamed weights.
-    """
+    """Rename every key with the ``(pattern, replacement)`` rules of
+    :func:`re.sub`, in order."""
     renamed = {}
     for key, value in state_dict.items():
         for pattern, replacement in rules:
@@ -198,24 +134,11 @@ def rename_keys(state_dict, rules):
 
 
 def fuse_projections(state_dict, parts, skip_with=None):
-    """Concatenate an attention's separate input projections into ``qkv``.
+    """Stack the projections ``parts`` of every ``attn`` into ``attn.qkv``.
 
-    Every attention (a module named ``attn``) that has the projections
-    ``parts`` gets one ``attn.qkv`` whose weight (and bias) is theirs
-    stacked along the output channels, in the order of ``parts``.
-
-    Args:
-        state_dict (dict[str, Tensor]): The weights.
-        parts (tuple[str]): The projections in their output order, e.g.
-            ``('q', 'kv')`` (Twins, PyramidTNT) or ``('qk', 'v')`` (TNT).
-        skip_with (str, optional): Keep the projections separate in the
-            attentions that have a module of this name (a spatial
-            reduction, e.g. ``'sr'``, makes keys and values read other
-            tokens than the queries). Defaults to None: fuse everywhere.
-
-    Returns:
-        dict[str, Tensor]: The weights with the fused projections in place
-        of the first part, the other parts dropped.
+    ``parts`` are in output order, e.g. ``('q', 'kv')`` or ``('qk', 'v')``;
+    attentions with a module named ``skip_with`` (a spatial reduction such
+    as ``'sr'``) keep them separate.
 
     Examples:
         >>> import torch
@@ -242,16 +165,8 @@ def fuse_projections(state_dict, parts, skip_with=None):
 
 
 def count_numbered(state_dict, prefix):
-    """Count the numbered children (stages, blocks) under a key prefix.
-
-    Args:
-        state_dict (dict[str, Tensor]): The weights.
-        prefix (str): What precedes the numbers, with its dot, e.g.
-            ``'stages.'`` or ``'stages.1.blocks.'``.
-
-    Returns:
-        int: One more than the largest number that follows ``prefix`` in a
-        key (the length of the ``ModuleList``), 0 if none does.
+    """The length of the ``ModuleList`` under ``prefix`` (e.g.
+    ``'stages.1.blocks.'``), 0 if there is none.
 
     Examples:
         >>> count_numbered({'stages.0.norm.weight': None,

@@ -1,23 +1,17 @@
-"""Whole detectors and segmentors: the parts beside the backbone.
+"""Whole detectors and segmentors: the neck and heads beside the backbone.
 
-A checkpoint of an OpenMMLab detector or segmentor holds the backbone under
-``backbone.`` and the rest under ``neck.``, ``decode_head.``,
-``auxiliary_head.``, ``rpn_head.``, ``roi_head.`` or ``bbox_head.``. A
-family's converter maps the backbone; this module tells which model the
-rest belongs to and checks that every key has a place in it. The heads of
-mmtnt's dense configs keep their key names across mmseg 0.x/1.x and mmdet
-2.x/3.x, so they are copied as they are; a key outside
-:data:`HEAD_LAYOUTS` is an error that names it.
+A family's converter maps the backbone; this module tells which of
+:data:`HEAD_LAYOUTS` the rest is and checks every key has a place in it.
+Those heads keep their key names across mmseg 0.x/1.x and mmdet 2.x/3.x, so
+they are copied as they are.
 """
 import re
 from collections import namedtuple
 
-# Top-level modules of OpenMMLab detectors and segmentors besides the
-# backbone.
+# Top-level modules of detectors and segmentors besides the backbone.
 DENSE_PREFIXES = ('neck.', 'decode_head.', 'auxiliary_head.', 'rpn_head.',
                   'roi_head.', 'bbox_head.')
-# Hold no weights a model needs (the normalisation constants of the 1.x/3.x
-# data preprocessors are not persistent; older files may still have them).
+# Hold no weights a model needs (older files may still have them).
 _DROPPED_PREFIXES = ('data_preprocessor.', )
 
 # mmcv's ConvModule: a convolution with an optional BatchNorm (``bn``).
@@ -28,9 +22,8 @@ _PARAM = r'(weight|bias)$'
 # mmcv/mmdet/mmseg's FPN neck.
 _FPN_NECK = r'^neck\.(lateral_convs|fpn_convs)\.\d+\.' + _CONV_MODULE
 
-#: A model whose checkpoints convert whole: its task, its name, the key
-#: prefixes that identify it and the patterns every key of its neck and
-#: heads matches.
+#: A model that converts whole: task, name, the key prefixes that identify
+#: it and the patterns every key of its neck and heads matches.
 HeadLayout = namedtuple('HeadLayout', 'task name markers patterns')
 
 HEAD_LAYOUTS = {
@@ -68,27 +61,13 @@ HEAD_LAYOUTS = {
 
 
 def is_dense(state_dict):
-    """Whether weights are a whole detector or segmentor.
-
-    Args:
-        state_dict (dict[str, Tensor]): Weights.
-
-    Returns:
-        bool: True when some key is under a neck or a dense head
-        (:data:`DENSE_PREFIXES`).
-    """
+    """Whether some key is under a neck or dense head (a whole model)."""
     return any(k.startswith(DENSE_PREFIXES) for k in state_dict)
 
 
 def split_dense(state_dict):
-    """Split a detector's or segmentor's weights into backbone and the rest.
-
-    Args:
-        state_dict (dict[str, Tensor]): Weights of a whole model.
-
-    Returns:
-        tuple[dict, dict]: Backbone weights (``backbone.`` stripped) and
-        the other weights (keys unchanged; data preprocessors dropped).
+    """Split a whole model's weights into backbone (``backbone.`` stripped)
+    and the rest (keys unchanged, data preprocessors dropped).
 
     Examples:
         >>> import torch
@@ -108,8 +87,7 @@ def split_dense(state_dict):
 
 
 def _group(keys, limit=30):
-    """Keys grouped by module (``neck.fpn_convs.0.conv.{bias,weight}``),
-    at most ``limit`` groups named."""
+    """Keys grouped by module, at most ``limit`` groups named."""
     groups = {}
     for key in keys:
         module, param = key.rsplit('.', 1) if '.' in key else ('', key)
@@ -124,17 +102,8 @@ def _group(keys, limit=30):
 
 
 def detect_head_layout(heads):
-    """Tell which of :data:`HEAD_LAYOUTS` the non-backbone weights have.
-
-    Args:
-        heads (dict[str, Tensor]): Neck and head weights (full keys).
-
-    Returns:
-        str: A key of :data:`HEAD_LAYOUTS`.
-
-    Raises:
-        ValueError: When no layout fits, or some keys have no place in the
-            one the markers name; the message lists the keys.
+    """The key of :data:`HEAD_LAYOUTS` that neck and head weights have;
+    ValueError listing the keys when none fits.
 
     Examples:
         >>> import torch
@@ -163,15 +132,7 @@ def detect_head_layout(heads):
 
 
 def count_classes(layout, heads):
-    """The number of classes the heads predict.
-
-    Args:
-        layout (str): A key of :data:`HEAD_LAYOUTS`.
-        heads (dict[str, Tensor]): Neck and head weights (full keys).
-
-    Returns:
-        int: Classes (without a background class).
-    """
+    """The number of classes (without background) the heads predict."""
     if layout in ('upernet', 'semantic-fpn'):
         return heads['decode_head.conv_seg.weight'].shape[0]
     if layout == 'retinanet':
@@ -183,17 +144,9 @@ def count_classes(layout, heads):
 
 
 def dataset_meta(checkpoint):
-    """The class names (and palette) a checkpoint records, as mmengine's
-    ``meta['dataset_meta']``.
-
-    Args:
-        checkpoint (dict): A loaded checkpoint.
-
-    Returns:
-        dict: ``classes`` (and ``palette``) as lists of plain values, from
-        ``meta['dataset_meta']`` (mmengine) or ``meta['CLASSES']`` and
-        ``meta['PALETTE']`` (mmcv 1.x); empty when there are none.
-    """
+    """The ``classes`` (and ``palette``) a checkpoint records, as plain
+    lists, from ``meta['dataset_meta']`` (mmengine) or ``meta['CLASSES']``
+    and ``meta['PALETTE']`` (mmcv 1.x); empty when there are none."""
     meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
     if not isinstance(meta, dict):
         return {}

@@ -1,21 +1,10 @@
-"""Convert official PyramidTNT checkpoints into mmtnt's layout.
+"""Convert official PyramidTNT checkpoints (huawei-noah/Efficient-AI-Backbones
+``ptnt_*``) into mmtnt's layout.
 
-The official checkpoints (huawei-noah/Efficient-AI-Backbones,
-``tnt_pytorch/pyramid_tnt.py``: ``ptnt_ti_patch16_192``,
-``ptnt_s_patch16_256``, ``ptnt_m_patch16_256``, ``ptnt_b_patch16_256``) name
-their weights ``patch_embed.{common_conv, inner_convs, outer_convs}``,
-``outer_pos``, ``inner_pos``, ``word_merges.i``, ``sentence_merges.i``,
-``stages.i.relative_pos`` and ``stages.i.blocks.j.{inner_*, proj*,
-outer_*}``. The conversion
-
-- renames the keys (the aggregations move into the stage they feed);
-- fuses the separate query and key/value projections into one ``qkv``
-  wherever both read the same tokens (the word attention, and the sentence
-  attention of stages without spatial reduction);
-- folds the bias of each stem convolution into the running mean of the
-  BatchNorm that follows it (the bias is redundant before a norm: in
-  training the batch mean removes it; in eval ``BN(conv(x) + b)`` equals
-  ``BN(conv(x))`` with ``running_mean - b``).
+The conversion renames the keys (the merges move into the stage they feed),
+fuses q and kv into ``qkv`` where both read the same tokens, and folds each
+stem convolution's bias into the running mean of the BatchNorm after it
+(``BN(conv(x) + b)`` equals ``BN(conv(x))`` with ``running_mean - b``).
 """
 import re
 
@@ -60,9 +49,8 @@ _FORMATS = [
 
 
 def detect_pyramid_tnt_format(state_dict):
-    """Tell which key layout PyramidTNT backbone weights have:
-    ``'official'`` or ``'mmtnt'``
-    (:func:`mmtnt.converters.common.detect_format`)."""
+    """``'official'`` or ``'mmtnt'``: the key layout of PyramidTNT
+    backbone weights."""
     return detect_format(state_dict, _FORMATS, 'PyramidTNT')
 
 
@@ -109,18 +97,9 @@ def _from_official(state_dict):
 
 
 def describe_pyramid_tnt(state_dict):
-    """Name the PyramidTNT arch and training size of mmtnt-layout weights.
-
-    Args:
-        state_dict (dict[str, Tensor]): mmtnt PyramidTNT backbone weights.
-
-    Returns:
-        tuple[str | dict, int | None]: A name of
-        :attr:`~mmtnt.models.PyramidTNT.arch_zoo` when the sizes match one,
-        else the sizes the weights record (head counts are recorded only
-        for the sentence attention); and the square input size the position
-        terms were made for, or None when their grid is not square.
-    """
+    """The arch (a name in ``PyramidTNT.arch_zoo``, else the sizes) of
+    mmtnt-layout weights, and the input size of their position terms (None
+    when not square)."""
     from mmtnt.models.backbones.pyramid_tnt import PyramidTNT
     stages = range(count_numbered(state_dict, 'stages.'))
     depths = [
@@ -151,23 +130,17 @@ def convert_pyramid_tnt(checkpoint):
     """Convert a PyramidTNT checkpoint into mmtnt's layout.
 
     Args:
-        checkpoint (dict): A loaded checkpoint: a bare state dict, or one
-            under ``state_dict``/``model``; backbone keys may carry a
-            ``backbone.`` prefix and the classifier may be ``head``
-            (official) or ``head.fc`` (mmtnt).
+        checkpoint (dict): A loaded checkpoint (bare or under
+            ``state_dict``/``model``), with or without ``backbone.``.
 
     Returns:
-        dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
-        under ``backbone.`` and the classifier under ``head.fc.``; ``meta``
-        records the source format, the arch and the input size the
-        position terms were made for.
+        dict: ``{'meta': ..., 'state_dict': ...}``, the backbone under
+        ``backbone.``, the classifier under ``head.fc.``; ``meta`` records
+        the source format, arch and input size of the position terms.
 
     Examples:
-        >>> # official: ptnt_s_patch16_256 weights (Baidu Disk release)
-        >>> from mmtnt.converters import (convert_pyramid_tnt,
-        ...                               load_checkpoint_file)
-        >>> ckpt = convert_pyramid_tnt(
-        ...     load_checkpoint_file('ptnt_s_82.0.pth.tar'))  # doctest: +SKIP
+        >>> ckpt = convert_pyramid_tnt(load_checkpoint_file(
+        ...     'ptnt_s_82.0.pth.tar'))  # doctest: +SKIP
         >>> ckpt['meta']['arch'], ckpt['meta']['img_size']  # doctest: +SKIP
         ('s', 256)
     """

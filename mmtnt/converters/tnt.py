@@ -1,17 +1,9 @@
 """Convert public TNT checkpoints into mmtnt's layout.
 
-Three layouts of released TNT weights exist:
-
-- ``official``: huawei-noah/Efficient-AI-Backbones (``outer_pos``,
-  ``inner_pos``, ``blocks.i.inner_attn.qk``, ...);
-- ``timm``: ``tnt_s_patch16_224``, ``tnt_b_patch16_224`` and
-  ``tnt_s_legacy_patch16_224`` (``patch_pos``, ``pixel_pos``,
-  ``blocks.i.attn_in.qk``, ...);
-- ``mmpretrain``: ``tnt-small-p16_3rdparty_in1k`` (``layers.i.inner_block``
-  with concatenated ``in_proj_weight``).
-
-Independently of the key names, the weights are of TNT's ``official`` or
-``legacy`` pixel-embedding layout (see :class:`mmtnt.models.TNT`), which
+Key layouts: ``official`` (huawei-noah/Efficient-AI-Backbones: ``outer_pos``,
+``blocks.i.inner_attn.qk``), ``timm`` (``patch_pos``, ``blocks.i.attn_in``)
+and ``mmpretrain`` (``layers.i.inner_block``). Apart from the key names, the
+weights have TNT's ``official`` or ``legacy`` pixel-embedding layout, which
 :func:`detect_tnt_layout` reads from the shapes.
 """
 from .common import (classifier_keys, count_numbered, detect_format,
@@ -89,15 +81,13 @@ _FORMATS = [
 
 
 def detect_tnt_format(state_dict):
-    """Tell which key layout TNT backbone weights have: ``'official'``,
-    ``'timm'``, ``'mmpretrain'`` or ``'mmtnt'``
-    (:func:`mmtnt.converters.common.detect_format`)."""
+    """``'official'``, ``'timm'``, ``'mmpretrain'`` or ``'mmtnt'``: the key
+    layout of TNT backbone weights."""
     return detect_format(state_dict, _FORMATS, 'TNT')
 
 
 def _word_pos_as_tokens(state_dict):
-    """timm's and mmpretrain's word position term, (1, C, k, k), as mmtnt's
-    (1, k*k, C)."""
+    """timm's and mmpretrain's word_pos, (1, C, k, k), as (1, k*k, C)."""
     word_pos = state_dict['word_pos']
     return dict(state_dict, word_pos=word_pos.flatten(2).transpose(1, 2))
 
@@ -130,13 +120,11 @@ _CONVERTERS = {
 
 
 def detect_tnt_layout(state_dict):
-    """Tell the pixel-embedding layout of TNT weights in mmtnt's key layout.
+    """The pixel-embedding layout, ``'official'`` or ``'legacy'``, of TNT
+    weights in mmtnt's key layout.
 
     Args:
         state_dict (dict[str, Tensor]): mmtnt TNT backbone weights.
-
-    Returns:
-        str: ``'official'`` or ``'legacy'``.
     """
     norm = state_dict['blocks.0.words_to_sentence.norm_in.weight']
     inner_dims = state_dict['word_pos'].shape[-1]
@@ -144,15 +132,8 @@ def detect_tnt_layout(state_dict):
 
 
 def describe_tnt_arch(state_dict):
-    """Name the TNT arch of mmtnt-layout weights from their shapes.
-
-    Args:
-        state_dict (dict[str, Tensor]): mmtnt TNT backbone weights.
-
-    Returns:
-        str | dict: A name of :attr:`TNT.arch_zoo` when the sizes match one,
-        else the sizes the weights record (head counts are not recorded).
-    """
+    """The name in ``TNT.arch_zoo`` of mmtnt-layout weights, else their
+    sizes."""
     from mmtnt.models.backbones.tnt import TNT
     sizes = dict(
         embed_dims_outer=state_dict['cls_token'].shape[-1],
@@ -165,15 +146,13 @@ def convert_tnt(checkpoint):
     """Convert a TNT checkpoint of any public layout into mmtnt's layout.
 
     Args:
-        checkpoint (dict): A loaded checkpoint: a bare state dict, or one
-            under ``state_dict``/``model``; backbone keys may carry a
-            ``backbone.`` prefix and the classifier may be ``head`` (timm,
-            official) or ``head.fc`` (mmpretrain).
+        checkpoint (dict): A loaded checkpoint (bare or under
+            ``state_dict``/``model``), with or without ``backbone.``.
 
     Returns:
-        dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
-        under ``backbone.`` and the classifier under ``head.fc.``; ``meta``
-        records the source format and the TNT layout to build with.
+        dict: ``{'meta': ..., 'state_dict': ...}``, the backbone under
+        ``backbone.``, the classifier under ``head.fc.``; ``meta`` records
+        the source format, arch and TNT layout to build with.
 
     Examples:
         >>> import timm

@@ -1,27 +1,10 @@
 """Convert public Twins (PCPVT, SVT) checkpoints into mmtnt's layout.
 
-Four key layouts of Twins weights exist:
-
-- ``official``: Meituan-AutoML/Twins and timm's ``twins_*`` models:
-  ``patch_embeds.i``, ``blocks.i.j.attn.{q,kv,sr,norm,proj}`` (GSA) or
-  ``attn.{qkv,proj}`` (LSA), ``pos_block.i.proj.0``, ``norm``, ``head``;
-- ``mmpretrain`` (mmpretrain's ``PCPVT``/``SVT``, ``twins2mmpretrain.py``):
-  ``stages.i.j.ffn``, ``position_encodings.i``, ``norm_after_stage{i}``;
-- ``mmseg`` (mmseg's ``PCPVT``/``SVT``, ``twins2mmseg.py``): ``layers.i.j``,
-  GSA as ``nn.MultiheadAttention`` (``attn.attn.in_proj_*``), per-stage
-  ``norm_list.i``;
-- ``mmtnt``: ``stages.i.{patch_embed,blocks.j,pos_conv,norm}``.
-
-Conversion goes foreign layout -> official names (plus ``stage_norms.i``
-for norms after stages other than the last) -> mmtnt.
-
-Whole detectors and segmentors convert whole unless ``backbone_only`` is
-set: the backbone as above, the neck and heads as they are
-(:mod:`mmtnt.converters.dense`). Their sources are mmseg's Twins model zoo
-(UperNet and Semantic FPN on ADE20K, trained with LayerNorm eps 1e-5; they
-load into ``configs/twins/{upernet,fpn}_twins-*_mmseg_*.py``), the official
-segmentation and detection code (mmseg 0.x, mmdet 2.x; the unused ImageNet
-``head`` and final ``norm`` are dropped) and mmtnt's own checkpoints.
+Key layouts: ``official`` (Meituan-AutoML/Twins, timm: ``blocks.i.j``),
+``mmpretrain`` (``stages.i.j``), ``mmseg`` (``layers.i.j``, GSA as
+``nn.MultiheadAttention``) and ``mmtnt``; each goes through the official
+names (plus ``stage_norms.i``) to mmtnt's. Detectors and segmentors convert
+whole (:mod:`mmtnt.converters.dense`) unless ``backbone_only`` is set.
 """
 import re
 
@@ -76,9 +59,8 @@ _MMTNT_KEY = re.compile(
 
 
 def detect_twins_format(state_dict):
-    """Tell which key layout Twins backbone weights have: ``'official'``
-    (also timm), ``'mmpretrain'``, ``'mmseg'`` or ``'mmtnt'``
-    (:func:`mmtnt.converters.common.detect_format`)."""
+    """``'official'`` (also timm), ``'mmpretrain'``, ``'mmseg'`` or
+    ``'mmtnt'``: the key layout of Twins backbone weights."""
     return detect_format(state_dict, _FORMATS, 'Twins')
 
 
@@ -123,17 +105,9 @@ def _official_to_mmtnt(state_dict):
 
 
 def describe_twins(state_dict):
-    """Read the model, arch and stage norms from mmtnt-layout weights.
-
-    Args:
-        state_dict (dict[str, Tensor]): mmtnt Twins backbone weights.
-
-    Returns:
-        dict: ``model`` (``'PCPVT'`` or ``'SVT'``), ``arch`` (a name of the
-        model's ``arch_zoo`` when the sizes match one, else the sizes the
-        weights record; head counts are not recorded) and
-        ``norm_after_stage`` (list of bool).
-    """
+    """``model`` (``'PCPVT'``/``'SVT'``), ``arch`` (a name in its
+    ``arch_zoo``, else the sizes) and ``norm_after_stage`` of mmtnt-layout
+    weights."""
     from mmtnt.models.backbones.twins import PCPVT, SVT
     num_stages = count_numbered(state_dict, 'stages.')
     depths, dims, mlp_ratios, sr_ratios = [], [], [], []
@@ -149,8 +123,7 @@ def describe_twins(state_dict):
                   None)
         sr_ratios.append(1 if sr is None else sr.shape[-1])
         # SVT's block 0 is LSA: a fused qkv in a stage that sub-samples
-        # (there PCPVT's block 0 has q and kv). Stages without sub-sampling
-        # cannot tell the two apart.
+        # (PCPVT's has q and kv there).
         lsa = lsa or (sr is not None and
                       prefix + 'blocks.0.attn.qkv.weight' in state_dict)
     model = SVT if lsa else PCPVT
@@ -175,12 +148,8 @@ _CONVERTERS = {
 
 
 def _dense_backbone(state_dict):
-    """The backbone of a detector or segmentor, as the dense code uses it.
-
-    The official dense code (and twins2mmseg.py's output) keeps the
-    ImageNet classifier ``head`` and final ``norm`` in the backbone without
-    using them; the official SVT names its stage norms ``norm_list.i``.
-    """
+    """A whole model's backbone without the ``head`` and final ``norm`` the
+    official dense code keeps unused, ``norm_list.i`` as stage norms."""
     used = {
         k: v
         for k, v in state_dict.items() if not re.match(r'^(norm|head)\.', k)
@@ -195,10 +164,8 @@ _DENSE_SOURCES = {
     'mmpretrain': "mmpretrain's Twins",
     'mmtnt': 'mmtnt',
 }
-# mmtnt's configs per head layout ({v}: variant, e.g. pcpvt-s; {b}: images
-# per GPU). mmseg's segmentors have their own (LayerNorm eps 1e-5 and
-# mmseg's recipe); every other source has the official norms of mmtnt's
-# configs.
+# mmtnt's configs per head layout ({v}: variant, {b}: images per GPU);
+# mmseg's segmentors have their own (LayerNorm eps 1e-5, mmseg's recipe).
 _MMSEG_CONFIGS = {
     'upernet': 'upernet_twins-{v}_mmseg_8xb{b}-160k_ade20k-512x512.py',
     'semantic-fpn': 'fpn_twins-{v}_mmseg_8xb4-80k_ade20k-512x512.py',
@@ -219,9 +186,8 @@ _NUM_CLASSES = {
 
 
 def _dense_meta(meta, layout, heads):
-    """Add what a whole model needs to ``meta``: its source, head layout,
-    classes, the mmtnt config that builds it and the ``--cfg-options`` that
-    config needs, if any."""
+    """Add a whole model's source, head layout, classes, mmtnt config and
+    the ``--cfg-options`` it needs to ``meta``."""
     task = HEAD_LAYOUTS[layout].task
     library = 'mmseg 0.x' if task == 'segmentation' else 'mmdet 2.x'
     meta.update(
@@ -241,8 +207,7 @@ def _dense_meta(meta, layout, heads):
             v=variant, b=4 if variant == 'pcpvt-s' else 2)
         if meta['source_format'] == 'mmseg' and layout not in _MMSEG_CONFIGS:
             options.append('model.backbone.norm_cfg.eps=1e-5')
-    # mmtnt's dense configs: no norm after PCPVT's stages, one after each of
-    # SVT's (as mmseg's configs and the official dense code).
+    # mmtnt's dense configs: no norm after PCPVT's stages, one after SVT's.
     norms = meta['norm_after_stage']
     if norms != [meta['model'] == 'SVT'] * len(norms):
         options.append(f'model.backbone.norm_after_stage={norms}'.replace(
@@ -261,30 +226,19 @@ def convert_twins(checkpoint, backbone_only=False):
     """Convert a Twins checkpoint of any public layout into mmtnt's layout.
 
     Args:
-        checkpoint (dict): A loaded checkpoint: a bare state dict, or one
-            under ``state_dict``/``model``, of a classifier (backbone keys
-            with or without a ``backbone.`` prefix; the classifier as
-            ``head`` (official, timm) or ``head.fc`` (mmpretrain)), or of a
-            whole detector or segmentor (:mod:`mmtnt.converters.dense`).
+        checkpoint (dict): A loaded checkpoint (bare or under
+            ``state_dict``/``model``) of a classifier or of a whole
+            detector or segmentor.
         backbone_only (bool): Keep only the backbone of a detector or
-            segmentor. Defaults to False: the neck and heads are kept.
+            segmentor. Defaults to False.
 
     Returns:
-        dict: ``{'meta': ..., 'state_dict': ...}`` with backbone weights
-        under ``backbone.``, the classifier under ``head.fc.`` and the necks
-        and dense heads under their names. ``meta`` records the source
-        format, the model (``PCPVT``/``SVT``), its arch and which stages
-        end with a norm (``norm_after_stage``); for a whole detector or
-        segmentor also ``source``, ``head_layout``, ``task``,
-        ``num_classes``, ``config`` (the mmtnt config to load it into, None
-        for sizes no config has), ``cfg_options`` (what that config must
-        change, as ``--cfg-options`` takes it) and, when the source names
-        its classes, ``dataset_meta``.
-
-    Raises:
-        ValueError: For weights that are not Twins, and for detectors or
-            segmentors whose heads have no mmtnt config (the message lists
-            the keys it could not place).
+        dict: ``{'meta': ..., 'state_dict': ...}``, the backbone under
+        ``backbone.``, other weights under ``head.fc.`` or their names.
+        ``meta`` has ``source_format``, ``model``, ``arch`` and
+        ``norm_after_stage``; for whole models also ``source``,
+        ``head_layout``, ``task``, ``num_classes``, ``config``,
+        ``cfg_options`` and, where recorded, ``dataset_meta``.
 
     Examples:
         >>> import timm
