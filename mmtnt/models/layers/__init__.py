@@ -1,5 +1,4 @@
-"""The plain layers every family is built from: stock PyTorch modules and
-operators, the same on every device."""
+"""The plain layers every family is built from."""
 from .attention import (ATTENTION_IMPLS, LocallyGroupedAttention,
                         MultiheadAttention, SpatialReductionAttention,
                         set_attention_impl)

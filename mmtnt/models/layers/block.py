@@ -20,10 +20,8 @@ def drop_path_rates(drop_path_rate, num_blocks):
 
 class TransformerBlock(nn.Module):
     """A pre-norm transformer block: ``x + attn(norm1(x))``, then
-    ``x + mlp(norm2(x))``, each branch with stochastic depth.
-
-    The attention is given, so one block serves every family: the token
-    grid and the attention bias of :meth:`forward` go to it.
+    ``x + mlp(norm2(x))``, each branch with stochastic depth. The attention
+    is given, so one block serves every family.
 
     Args:
         embed_dims (int): Channels of the tokens.
@@ -69,17 +67,8 @@ class TransformerBlock(nn.Module):
             drop_path_rate) if drop_path_rate > 0 else nn.Identity()
 
     def forward(self, x, hw_shape=None, attn_bias=None):
-        """Update tokens ``x`` (B, N, C).
-
-        Args:
-            x (Tensor): Tokens (B, N, C).
-            hw_shape (tuple[int, int], optional): Their grid (H, W), for
-                attentions that read the token map.
-            attn_bias (Tensor, optional): Added to the attention logits.
-
-        Returns:
-            Tensor: Tokens (B, N, C).
-        """
+        """Tokens (B, N, C) -> (B, N, C); ``hw_shape`` and ``attn_bias`` go
+        to the attention."""
         x = x + self.drop_path(
             self.attn(self.norm1(x), hw_shape, attn_bias))
         return x + self.drop_path(self.mlp(self.norm2(x)))

@@ -1,25 +1,11 @@
-"""Zero-copy conversions between token sequences and feature maps.
-
-A sequence of tokens ``(B, H*W, C)`` stored row-major is, byte for byte, an
-NHWC image. Viewing it as NCHW gives a tensor in PyTorch's channels-last
-memory format, which convolutions accept directly (and answer in the same
-format), so a transformer can hand its tokens to a convolution and take the
-result back without copying either way.
-"""
+"""Zero-copy conversions between token sequences and feature maps: row-major
+tokens (B, H*W, C) are a channels-last (B, C, H, W) map, which convolutions
+take and answer in the same format."""
 
 
 def tokens_to_map(tokens, hw_shape):
-    """View tokens (B, H*W, C) as a feature map (B, C, H, W).
-
-    The result shares memory with ``tokens`` and is channels-last, not
-    contiguous: call ``.contiguous()`` for a plain NCHW copy.
-
-    Args:
-        tokens (Tensor): Row-major tokens of shape (B, H*W, C).
-        hw_shape (tuple[int, int]): The grid (H, W).
-
-    Returns:
-        Tensor: Shape (B, C, H, W).
+    """View tokens (B, H*W, C) on a grid ``hw_shape`` (H, W) as a
+    channels-last feature map (B, C, H, W) sharing their memory.
 
     Examples:
         >>> import torch
@@ -36,17 +22,8 @@ def tokens_to_map(tokens, hw_shape):
 
 
 def map_to_tokens(fmap):
-    """Flatten a feature map (B, C, H, W) into tokens (B, H*W, C).
-
-    No copy is made when ``fmap`` is channels-last (as the output of a
-    convolution fed by :func:`tokens_to_map` is); the result is then
-    contiguous.
-
-    Args:
-        fmap (Tensor): Shape (B, C, H, W).
-
-    Returns:
-        Tensor: Shape (B, H*W, C).
+    """Flatten a feature map (B, C, H, W) into tokens (B, H*W, C), without
+    a copy when ``fmap`` is channels-last.
 
     Examples:
         >>> import torch

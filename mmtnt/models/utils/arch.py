@@ -1,15 +1,7 @@
 def resolve_arch(arch, arch_zoo, essential_keys, model_name):
-    """Look up an architecture setting by name, or check a custom one.
-
-    Args:
-        arch (str | dict): A name from ``arch_zoo`` (any case) or a dict with
-            exactly the keys in ``essential_keys``.
-        arch_zoo (dict): Settings by name, aliases included.
-        essential_keys (set[str]): The keys a custom setting must have.
-        model_name (str): Used in error messages.
-
-    Returns:
-        dict: A copy of the setting.
+    """A copy of the architecture setting ``arch``: a name from
+    ``arch_zoo`` (any case), or a dict with exactly ``essential_keys``;
+    ``model_name`` is for error messages.
 
     Examples:
         >>> zoo = {'s': dict(depth=2), 'small': dict(depth=2)}
@@ -38,20 +30,10 @@ def resolve_arch(arch, arch_zoo, essential_keys, model_name):
 
 
 def normalize_out_indices(out_indices, num_outputs, model_name):
-    """Turn ``out_indices`` (int or sequence, negative allowed) into a
-    sorted tuple of non-negative indices, checking each one.
-
-    Args:
-        out_indices (int | Sequence[int]): The indices asked for.
-        num_outputs (int): How many outputs (blocks or stages) exist.
-        model_name (str): Used in error messages.
-
-    Returns:
-        tuple[int]: The indices in ``range(num_outputs)``.
+    """``out_indices`` (int or sequence, negative allowed) as a sorted
+    tuple in ``range(num_outputs)``, each checked.
 
     Examples:
-        >>> normalize_out_indices(-1, 12, 'TNT')
-        (11,)
         >>> normalize_out_indices([0, -2], 4, 'SVT')
         (0, 2)
     """
@@ -70,16 +52,8 @@ def normalize_out_indices(out_indices, num_outputs, model_name):
 
 
 def check_stage_lists(settings, num_stages, model_name):
-    """Check that every per-stage setting holds one value per stage.
-
-    Args:
-        settings (dict): Setting name -> list or tuple of per-stage values
-            (an arch's lists, and other per-stage arguments).
-        num_stages (int): The number of stages, at least 1.
-        model_name (str): Used in error messages.
-
-    Raises:
-        ValueError: Naming every setting of the wrong length.
+    """Raise a ValueError naming every setting in ``settings`` (name ->
+    list or tuple) that does not hold one value per stage.
 
     Examples:
         >>> check_stage_lists(dict(depths=[2, 2], sr_ratios=(2, 1)), 2,

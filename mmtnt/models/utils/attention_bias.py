@@ -16,30 +16,22 @@ def _resize_grid_dim(bias, src_shape, dst_shape, impl):
 
 def resize_attention_bias(bias, src_query_shape, src_key_shape,
                           dst_query_shape, dst_key_shape, impl='interpolate'):
-    """Resize a learned attention bias between every query and every key
-    position of two token grids, bicubically.
-
-    The bias (PyramidTNT's ``relative_pos``) holds one value per head, query
-    position and key position, so it is tied to the grids it was learned
-    for. It is resized as a function of four coordinates: first over the
-    query grid, then over the key grid (separable interpolation: either
-    order gives the same up to rounding).
+    """Resize a learned attention bias between the query and key positions
+    of two token grids (PyramidTNT's ``relative_pos``) bicubically, over
+    the query grid, then the key grid.
 
     Args:
-        bias (Tensor): Bias of shape (1, heads, Hq*Wq, Hk*Wk).
-        src_query_shape (tuple[int, int]): The query grid (Hq, Wq) ``bias``
-            holds.
-        src_key_shape (tuple[int, int]): The key grid (Hk, Wk) ``bias``
-            holds.
+        bias (Tensor): Shape (1, heads, Hq*Wq, Hk*Wk).
+        src_query_shape (tuple[int, int]): The query grid ``bias`` holds.
+        src_key_shape (tuple[int, int]): The key grid ``bias`` holds.
         dst_query_shape (tuple[int, int]): The query grid to resize to.
         dst_key_shape (tuple[int, int]): The key grid to resize to.
-        impl (str): How, one of
-            :data:`~mmtnt.models.utils.resize.RESIZE_IMPLS`. Defaults to
-            ``'interpolate'``.
+        impl (str): One of :data:`~mmtnt.models.utils.resize.RESIZE_IMPLS`.
+            Defaults to ``'interpolate'``.
 
     Returns:
-        Tensor: Bias of shape (1, heads, dst_Hq*dst_Wq, dst_Hk*dst_Wk);
-        ``bias`` itself when the grids already agree.
+        Tensor: Shape (1, heads, dst_Hq*dst_Wq, dst_Hk*dst_Wk); ``bias``
+        itself when the grids already agree.
 
     Examples:
         >>> import torch
@@ -67,9 +59,7 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
     x = bias.reshape(heads, num_queries, num_keys)
     if x.dtype in (torch.float16, torch.bfloat16):
         x = x.float()
-    # The query grid first, on the source keys: the transposes then move
-    # source-sized tensors, and the last resize writes the (many)
-    # destination queries by keys in their final layout.
+    # Queries first: the transposes then move source-sized tensors.
     x = _resize_grid_dim(
         x.transpose(1, 2), src_query_shape, dst_query_shape, impl)
     x = _resize_grid_dim(x.transpose(1, 2), src_key_shape, dst_key_shape,

@@ -5,21 +5,9 @@ from .shape import known_equal
 
 
 def square_grid(num_positions, what):
-    """The square grid (side, side) that ``num_positions`` positions fill.
-
-    Checkpoints store position terms for a square input; their grid is
-    inferred from the number of positions before they are resized.
-
-    Args:
-        num_positions (int): Positions in the stored grid.
-        what (str): What holds them, for the error message (e.g.
-            ``'a sentence position embedding'``).
-
-    Returns:
-        tuple[int, int]: The grid.
-
-    Raises:
-        ValueError: If ``num_positions`` is not a square number.
+    """The square grid (side, side) of a checkpoint's ``num_positions``
+    position terms; ``what`` names them in the ValueError for a non-square
+    number.
 
     Examples:
         >>> square_grid(196, 'a position embedding')
@@ -36,23 +24,20 @@ def square_grid(num_positions, what):
 
 def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
                      impl='interpolate'):
-    """Resize a flattened grid of position embeddings to another grid,
-    bicubically.
+    """Resize a flattened grid of position embeddings bicubically.
 
     Args:
-        pos_embed (Tensor): Embeddings of shape (1, E + H*W, C) where the
-            first ``E = num_extra_tokens`` rows (e.g. a class token's) are
-            kept as they are.
+        pos_embed (Tensor): Shape (1, E + H*W, C); the first
+            ``E = num_extra_tokens`` rows are kept as they are.
         src_shape (tuple[int, int]): The grid (H, W) ``pos_embed`` holds.
         dst_shape (tuple[int, int]): The grid to resize to.
         num_extra_tokens (int): Rows before the grid. Defaults to 0.
-        impl (str): How, one of
-            :data:`~mmtnt.models.utils.resize.RESIZE_IMPLS`. Defaults to
-            ``'interpolate'``.
+        impl (str): One of :data:`~mmtnt.models.utils.resize.RESIZE_IMPLS`.
+            Defaults to ``'interpolate'``.
 
     Returns:
-        Tensor: Embeddings of shape (1, E + dst_H*dst_W, C); ``pos_embed``
-        itself when the shapes already agree.
+        Tensor: Shape (1, E + dst_H*dst_W, C); ``pos_embed`` itself when
+        the shapes already agree.
 
     Examples:
         >>> import torch

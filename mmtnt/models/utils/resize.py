@@ -3,13 +3,10 @@ two matrix products (:data:`RESIZE_IMPLS`)."""
 import torch
 import torch.nn.functional as F
 
-#: How position terms are resized bicubically: ``'interpolate'``
-#: (``F.interpolate``, the default) or ``'matrices'`` (``rows @ grid @
-#: cols^T``, :func:`bicubic_matrix`: the same result, as two products that
-#: an exported graph computes from its input's size).
+#: ``'interpolate'`` (``F.interpolate``, the default) or ``'matrices'``
+#: (``rows @ grid @ cols^T``, :func:`bicubic_matrix`: the same result).
 RESIZE_IMPLS = ('interpolate', 'matrices')
-#: The ``a`` of the cubic convolution kernel of PyTorch's (and ONNX's)
-#: bicubic interpolation.
+#: The ``a`` of PyTorch's (and ONNX's) cubic convolution kernel.
 CUBIC_A = -0.75
 
 
@@ -21,13 +18,8 @@ def check_resize_impl(impl):
 
 
 def cubic_weights(t):
-    """The weights of the 4 taps at ``floor(x) - 1 .. floor(x) + 2`` of
-    cubic convolution (``a`` = :data:`CUBIC_A`) at ``x``, for its
-    fractional parts ``t`` (..., ), as PyTorch's bicubic interpolation
-    computes them.
-
-    Returns:
-        Tensor: Shape (..., 4); each row sums to 1.
+    """The weights (..., 4) of the taps ``floor(x) - 1 .. floor(x) + 2`` of
+    PyTorch's cubic convolution at fractional parts ``t`` (..., ).
 
     Examples:
         >>> cubic_weights(torch.tensor([0., 0.5]))
@@ -47,8 +39,7 @@ def cubic_weights(t):
 
 def bicubic_matrix(in_size, out_size, x):
     """The (out_size, in_size) matrix of PyTorch's bicubic interpolation
-    along one axis (``align_corners=False``, taps beyond the edges clamped
-    to them), in the dtype and on the device of ``x``.
+    along one axis, in the dtype and on the device of ``x``.
 
     Examples:
         >>> m = bicubic_matrix(4, 6, torch.zeros(1))
@@ -67,16 +58,8 @@ def bicubic_matrix(in_size, out_size, x):
 
 
 def resize_bicubic(grid, size, impl='interpolate'):
-    """Resize maps (N, C, H, W) bicubically (``align_corners=False``).
-
-    Args:
-        grid (Tensor): The maps.
-        size (tuple[int, int]): The height and width to resize to.
-        impl (str): One of :data:`RESIZE_IMPLS`. Defaults to
-            ``'interpolate'``.
-
-    Returns:
-        Tensor: Shape (N, C, *size).
+    """Resize maps ``grid`` (N, C, H, W) bicubically to ``size``
+    (``align_corners=False``) by ``impl``, one of :data:`RESIZE_IMPLS`.
 
     Examples:
         >>> x = torch.rand(1, 3, 8, 8)
@@ -94,9 +77,8 @@ def resize_bicubic(grid, size, impl='interpolate'):
 
 
 def set_resize_impl(model, impl):
-    """Set how the modules of ``model`` that resize learned position terms
-    (those with a ``resize_impl`` attribute: TNT's and PyramidTNT's
-    backbones) resize them.
+    """Set the ``resize_impl`` of every module of ``model`` that has one
+    (TNT's and PyramidTNT's backbones).
 
     Args:
         model (nn.Module): Changed in place, and returned.
