@@ -1,16 +1,7 @@
 """Attention on the CPU: explicit products where PyTorch's fused kernel is
-slower.
-
-The CPU versions of mmtnt's attention modules differ from the plain ones
-in their ``'auto'`` implementation only (their ``auto_attention``): on the
-CPU, :func:`scaled_dot_product_attention` computes two matrix products and
-a softmax for bfloat16 and float16 inputs, for float32 sequences of a few
-keys in training, and with a float bias on the logits; everywhere else the
-fused kernel runs. A model set to another ``attn_impl``
-(:func:`mmtnt.models.set_attention_impl`) computes that one. The
-thresholds below were chosen by timing both routes (docs/benchmarks.md,
-"Where the accelerator's thresholds come from").
-"""
+slower. The CPU modules differ from the plain ones in their ``'auto'``
+implementation only; the thresholds were chosen by timing both routes
+(docs/benchmarks.md)."""
 import torch
 import torch.nn.functional as F
 
@@ -20,8 +11,7 @@ from ..models.layers.attention import (LOW_PRECISION, attention_dtype,
                                        explicit_attention)
 from .tracing import is_traced
 
-#: Float32 sequences of at most this many keys are computed explicitly in
-#: training.
+#: Float32 training attention over at most this many keys is explicit.
 MAX_EXPLICIT_KEYS = 64
 #: Low-precision softmax over at most this many keys runs in float32.
 MAX_LOW_PRECISION_SOFTMAX_KEYS = 16
@@ -29,29 +19,16 @@ MAX_LOW_PRECISION_SOFTMAX_KEYS = 16
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.):
-    """:func:`torch.nn.functional.scaled_dot_product_attention`, or the
-    plain model's explicit products
-    (:func:`mmtnt.models.layers.attention.explicit_attention`), whichever
-    is faster on the CPU for the dtype and size.
-
-    Args:
-        query (Tensor): Shape (..., Nq, d).
-        key (Tensor): Shape (..., Nk, d).
-        value (Tensor): Shape (..., Nk, d_v).
-        attn_mask (Tensor, optional): A float bias added to the logits, or a
-            boolean mask, True where a query may attend a key; broadcast to
-            (..., Nq, Nk).
-        dropout_p (float): Dropout rate on the attention weights.
-
-    Returns:
-        Tensor: Shape (..., Nq, d_v).
+    """PyTorch's fused attention or
+    :func:`mmtnt.models.layers.attention.explicit_attention`, whichever is
+    faster on the CPU for the dtype and size; takes and returns what
+    :func:`~mmtnt.models.layers.attention.explicit_attention` does.
 
     Examples:
         >>> import torch
-        >>> q, k, v = torch.rand(2, 4, 10, 8), torch.rand(2, 4, 6, 8), \\
-        ...     torch.rand(2, 4, 6, 8)
-        >>> out = scaled_dot_product_attention(q.bfloat16(), k.bfloat16(),
-        ...                                    v.bfloat16())
+        >>> q, k = torch.rand(2, 4, 10, 8).bfloat16(), torch.rand(
+        ...     2, 4, 6, 8).bfloat16()
+        >>> out = scaled_dot_product_attention(q, k, k)
         >>> out.shape, out.dtype
         (torch.Size([2, 4, 10, 8]), torch.bfloat16)
     """
@@ -68,10 +45,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
 
 
 def explicit_is_faster(query, key, attn_mask=None):
-    """Whether :func:`scaled_dot_product_attention` computes these inputs
-    explicitly: on the CPU outside tracers, for low precision, a float
-    bias, or float32 sequences of at most :data:`MAX_EXPLICIT_KEYS` keys in
-    training (with gradients enabled)."""
+    """Whether :func:`scaled_dot_product_attention` is explicit: on the CPU
+    outside tracers, for low precision, a float bias, or float32 with
+    gradients over at most :data:`MAX_EXPLICIT_KEYS` keys."""
     if query.device.type != 'cpu' or is_traced():
         return False
     if attention_dtype(query) in LOW_PRECISION:
