@@ -1,5 +1,4 @@
-"""Mixed precision as users choose it: the autocast dtype and the optimizer
-wrapper that ``tools/train.py --amp`` and the benchmarks set up."""
+"""Mixed precision for ``tools/train.py --amp``: autocast dtype and wrapper."""
 import torch
 
 from .optim_wrapper import CPUAmpOptimWrapper
@@ -9,19 +8,13 @@ AMP_DTYPES = ('bfloat16', 'float16')
 
 
 def default_amp_dtype(device_type):
-    """The autocast dtype of mixed precision where neither the user nor the
-    config chooses one.
+    """The autocast dtype where neither the user nor the config picks one.
 
-    bfloat16 has the exponent range of float32 and needs no loss scaling:
-    it is taken on the CPU (whose autocast supports nothing else) and on
-    CUDA GPUs that compute in it natively. Older GPUs only emulate it,
-    slowly, so they take float16.
+    bfloat16 (no loss scaling needed) on the CPU and on GPUs that compute in
+    it natively; float16 on older GPUs, which only emulate bfloat16.
 
     Args:
         device_type (str): ``'cuda'`` or ``'cpu'``.
-
-    Returns:
-        str: ``'bfloat16'`` or ``'float16'``.
 
     Examples:
         >>> default_amp_dtype('cpu')
@@ -36,12 +29,9 @@ def default_amp_dtype(device_type):
 def set_cuda_loss_scale(wrapper):
     """Set the loss scaling of an ``AmpOptimWrapper`` config for its dtype.
 
-    float16 keeps the ``loss_scale`` of the config, else takes dynamic loss
-    scaling. Other dtypes need none, but mmengine's ``AmpOptimWrapper``
-    always builds a ``GradScaler``, which would check the gradients for inf
-    and NaN at each step to no purpose; a dict ``loss_scale`` is passed to
-    ``GradScaler``, and ``enabled=False`` makes it a pass-through, as in
-    :class:`CPUAmpOptimWrapper`.
+    float16 keeps the config's ``loss_scale``, else takes dynamic scaling.
+    Other dtypes get a disabled ``GradScaler``, which mmengine would
+    otherwise build to check every step's gradients for nothing.
 
     Args:
         wrapper (ConfigDict): ``cfg.optim_wrapper`` with its ``dtype`` set;
@@ -54,22 +44,18 @@ def set_cuda_loss_scale(wrapper):
 
 
 def enable_amp(cfg, dtype=None, device_type=None):
-    """Switch ``cfg.optim_wrapper`` to automatic mixed precision, as
-    ``tools/train.py --amp`` does.
+    """Switch ``cfg.optim_wrapper`` to mixed precision (``--amp``).
 
-    The autocast dtype is ``dtype``, else the ``dtype`` of
-    ``cfg.optim_wrapper``, else :func:`default_amp_dtype`. On CUDA the
-    wrapper is mmengine's ``AmpOptimWrapper`` (see
-    :func:`set_cuda_loss_scale`); on the CPU, where ``AmpOptimWrapper``
-    does not run, :class:`CPUAmpOptimWrapper`, bfloat16 only.
+    The dtype is ``dtype``, else the wrapper's, else
+    :func:`default_amp_dtype`. CUDA gets mmengine's ``AmpOptimWrapper``, the
+    CPU :class:`CPUAmpOptimWrapper` (bfloat16 only).
 
     Args:
         cfg (Config): The full config; changed in place.
-        dtype (str, optional): ``'bfloat16'`` or ``'float16'``, over the
-            choice of the config and of the device (``--amp-dtype``).
-            Defaults to None.
-        device_type (str, optional): ``'cuda'`` or ``'cpu'``, where it
-            trains. Defaults to CUDA where a GPU is available.
+        dtype (str, optional): ``'bfloat16'`` or ``'float16'``
+            (``--amp-dtype``). Defaults to None.
+        device_type (str, optional): ``'cuda'`` or ``'cpu'``. Defaults to
+            CUDA where a GPU is available.
 
     Raises:
         ValueError: If the dtype is not bfloat16 on the CPU.

@@ -1,7 +1,5 @@
-"""The command lines of ``tools/train.py`` and ``tools/test.py``.
-
-How the parsed options change the config is in
-:mod:`mmtnt.engine.runner_config`.
+"""The command lines of ``tools/train.py`` and ``tools/test.py``
+(:mod:`mmtnt.engine.runner_config` merges them into the config).
 
 Examples:
     >>> args = parse_train_args(['configs/demo/tnt-demo_1xb128_fashion-'
@@ -19,15 +17,8 @@ from .amp import AMP_DTYPES
 
 
 def add_runner_arguments(parser, cfg_options_example):
-    """Add the options of both tools: ``--work-dir``, ``--cfg-options``,
-    ``--launcher``, ``--no-cpu-accel`` and ``--local-rank``.
-
-    Args:
-        parser (argparse.ArgumentParser): The tool's parser; changed in
-            place.
-        cfg_options_example (str): Key=value pairs for the help of
-            ``--cfg-options``, e.g. ``'train_cfg.max_epochs=1'``.
-    """
+    """Add the options both tools take to ``parser``, with
+    ``cfg_options_example`` in the help of ``--cfg-options``."""
     parser.add_argument(
         '--work-dir', help='the dir to save logs, metrics and checkpoints')
     add_cfg_options(parser, cfg_options_example)
@@ -41,24 +32,14 @@ def add_runner_arguments(parser, cfg_options_example):
         action='store_true',
         help='on the CPU, run the plain model without mmtnt\'s CPU '
         'accelerator (the `cpu_accel` key of the config)')
-    # torch.distributed.launch passes `--local-rank` from PyTorch 2.0 on,
-    # `--local_rank` before.
+    # torch.distributed.launch passes `--local_rank` before PyTorch 2.0.
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
 
 
 def parse_runner_args(parser, tool, argv=None):
-    """Parse the command line of ``tool`` and export ``LOCAL_RANK`` if it is
-    unset, as mmengine's launchers read it.
-
-    Args:
-        parser (argparse.ArgumentParser): A parser with
-            :func:`add_runner_arguments`.
-        tool (str): ``'train'`` or ``'test'``, kept as ``args.tool``.
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        argparse.Namespace: The parsed arguments.
-    """
+    """Parse ``argv`` with ``tool`` (``'train'``/``'test'``) as
+    ``args.tool``; export ``LOCAL_RANK`` for mmengine's launchers if
+    unset."""
     parser.set_defaults(tool=tool)
     args = parser.parse_args(argv)
     if 'LOCAL_RANK' not in os.environ:
@@ -67,8 +48,7 @@ def parse_runner_args(parser, tool, argv=None):
 
 
 def parse_train_args(argv=None):
-    """Parse the command line of ``tools/train.py`` (``argv``, else
-    ``sys.argv``).
+    """Parse the command line of ``tools/train.py``.
 
     Examples:
         >>> parse_train_args(['cfg.py', '--resume']).resume
@@ -113,8 +93,7 @@ def parse_train_args(argv=None):
 
 
 def parse_test_args(argv=None):
-    """Parse the command line of ``tools/test.py`` (``argv``, else
-    ``sys.argv``).
+    """Parse the command line of ``tools/test.py``.
 
     Examples:
         >>> parse_test_args(['cfg.py', 'ckpt.pth', '--tta']).tta

@@ -1,5 +1,4 @@
-"""Training with ``torch.compile``: the config keys and the hook that
-mmengine's runner needs for it (``tools/train.py --compile``)."""
+"""Training with ``torch.compile`` (``tools/train.py --compile``)."""
 import torch
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -9,21 +8,14 @@ from mmtnt.registry import HOOKS
 
 
 def optimizers(optim_wrapper):
-    """The optimizers of an optimizer wrapper, or of every wrapper of an
-    :class:`OptimWrapperDict`."""
+    """The optimizers of a wrapper or of an :class:`OptimWrapperDict`."""
     if isinstance(optim_wrapper, OptimWrapperDict):
         return [wrapper.optimizer for wrapper in optim_wrapper.values()]
     return [optim_wrapper.optimizer]
 
 
 def make_param_groups_plain(optimizer):
-    """Replace the parameter groups of ``optimizer`` by plain dicts.
-
-    The groups keep their keys and values (the same parameter lists); the
-    optimizer state, keyed by parameter, is untouched.
-
-    Args:
-        optimizer (torch.optim.Optimizer): Changed in place.
+    """Make the parameter groups of ``optimizer`` plain dicts, in place.
 
     Examples:
         >>> import torch
@@ -41,12 +33,7 @@ def make_param_groups_plain(optimizer):
 
 
 def run_eagerly(module):
-    """Keep ``torch.compile`` out of ``module.forward`` (it runs eagerly
-    inside a compiled caller too).
-
-    Args:
-        module (nn.Module): Changed in place.
-    """
+    """Keep ``torch.compile`` out of ``module.forward``, in place."""
     module.forward = torch.compiler.disable(module.forward)
 
 
@@ -54,17 +41,10 @@ def run_eagerly(module):
 class CompileHook(Hook):
     """Prepare the runner for a compiled ``train_step`` (``compile=True``).
 
-    ``tools/train.py`` adds this hook whenever the config compiles. Before
-    training it
-
-    - makes the optimizers' parameter groups plain dicts: with
-      ``paramwise_cfg``, mmengine's ``DefaultOptimWrapperConstructor`` makes
-      them ``ConfigDict``, on which TorchDynamo fails to trace the
-      optimizer's ``step``;
-    - runs the data preprocessor eagerly: it takes the list of the batch's
-      images, and TorchDynamo guards on the strides of every one of them, so
-      batches whose images differ in memory layout (e.g. grey images, some
-      flipped) recompile it on every iteration until the recompile limit.
+    Before training it makes the optimizers' parameter groups plain dicts
+    (TorchDynamo fails to trace ``step`` over ``ConfigDict`` groups) and runs
+    the data preprocessor eagerly (guards on each image's strides would
+    recompile it on every batch of mixed layouts).
     """
     priority = 'VERY_HIGH'
 
@@ -78,25 +58,15 @@ class CompileHook(Hook):
 
 
 def enable_compile(cfg):
-    """Have the runner compile the model's ``train_step``.
-
-    mmengine's runner reads ``cfg.compile``: True for the default arguments
-    of ``torch.compile``, or a dict of them, which is kept as it is.
-
-    Args:
-        cfg (Config): The full config; changed in place.
-    """
+    """Set ``cfg.compile`` to True unless it is a dict of ``torch.compile``
+    arguments, in place."""
     if not isinstance(cfg.get('compile'), dict):
         cfg.compile = True
 
 
 def add_compile_hook(cfg):
-    """Add :class:`CompileHook` to the custom hooks of a config that
-    compiles (``cfg.compile`` is True or a dict), once.
-
-    Args:
-        cfg (Config): The full config; changed in place.
-    """
+    """Add :class:`CompileHook` once to a config that compiles, in
+    place."""
     if not cfg.get('compile'):
         return
     hook = dict(type=f'mmtnt.{CompileHook.__name__}')

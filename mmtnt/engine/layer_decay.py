@@ -14,16 +14,11 @@ class LayerDecayOptimWrapperConstructor(
     """mmpretrain's :class:`LearningRateDecayOptimWrapperConstructor` for
     any model with a ``backbone`` that has ``get_layer_depth``.
 
-    mmpretrain's constructor asks the model itself for
-    ``get_layer_depth``, which its classifiers forward to the backbone but
-    mmdet's detectors and mmseg's segmentors do not have. This one asks
-    ``model.backbone`` (prefix ``'backbone.'``) where the model has none;
-    the learning rates and weight decays are mmpretrain's: a parameter at
-    depth ``d`` of ``n`` gets ``lr * layer_decay_rate ** (n - d - 1)``.
+    Detectors and segmentors lack the ``get_layer_depth`` mmpretrain asks
+    the model for; this asks ``model.backbone`` then. A parameter at depth
+    ``d`` of ``n`` gets ``lr * layer_decay_rate ** (n - d - 1)``.
 
     Examples:
-        In a config (any ``default_scope``):
-
         >>> optim_wrapper = dict(
         ...     optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.05),
         ...     constructor='mmtnt.LayerDecayOptimWrapperConstructor',

@@ -10,17 +10,13 @@ class CPUAmpOptimWrapper(AmpOptimWrapper):
     """:class:`AmpOptimWrapper` for the CPU: bfloat16 autocast, no scaling.
 
     mmengine's ``AmpOptimWrapper`` refuses to start without an accelerator.
-    On the CPU autocast supports bfloat16 only, whose exponent range is that
-    of float32, so gradients need no loss scaling: the wrapper keeps a
-    disabled gradient scaler (a pass-through for ``backward``, ``step`` and
-    the state dict) and runs the forward pass under
-    ``autocast(dtype=torch.bfloat16)``.
+    bfloat16 needs no loss scaling, so the gradient scaler is disabled (a
+    pass-through).
 
     Args:
         dtype (str | torch.dtype): Autocast data type; only bfloat16 is
             supported. Defaults to ``'bfloat16'``.
-        **kwargs: Passed to :class:`OptimWrapper` (``optimizer``,
-            ``accumulative_counts``, ``clip_grad``).
+        **kwargs: Passed to :class:`OptimWrapper`.
 
     Examples:
         >>> import torch

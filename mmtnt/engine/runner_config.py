@@ -1,15 +1,13 @@
-"""The config that ``tools/train.py`` and ``tools/test.py`` build the runner
-from: the config file with the command line (:mod:`mmtnt.engine.cli`)
-merged in, its data and checkpoint checked.
-
-For ``tools/test.py`` the config's ``default_scope`` (``mmpretrain``,
-``mmdet`` or ``mmseg``) decides the task, and with it how ``--show-dir``,
-``--tta`` and ``--out`` are put into the config.
+"""The config ``tools/train.py`` and ``tools/test.py`` build the runner from:
+the file with the command line (:mod:`mmtnt.engine.cli`) merged in, its data
+and checkpoint checked. The ``default_scope`` decides how ``--show-dir``,
+``--tta`` and ``--out`` apply.
 
 Examples:
+    >>> from mmtnt.engine.cli import parse_test_args
     >>> args = parse_test_args(['configs/demo/tnt-demo_1xb128_fashion-'
     ...                         'mnist.py', 'epoch_4.pth', '--tta'])
-    >>> cfg = merge_test_args(Config.fromfile(args.config), args)
+    >>> cfg = merge_test_args(read_config(args.config), args)
     >>> cfg.model.type, cfg.load_from
     ('mmpretrain.AverageClsScoreTTA', 'epoch_4.pth')
     >>> cfg = load_config(args)  # merged, and epoch_4.pth checked
@@ -19,12 +17,13 @@ Examples:
 import copy
 import os.path as osp
 
-from mmengine.config import Config, ConfigDict
+from mmengine.config import ConfigDict
 from mmengine.registry import METRICS
 
 from ..hub import HubError, prepare_checkpoint
 from ..utils import (CheckpointFileError, check_data_paths,
                      checkpoint_to_load, setup_cpu_distributed)
+from ..utils.cli import load_config as read_config
 from .amp import enable_amp
 from .compile_hook import add_compile_hook, enable_compile
 
@@ -47,8 +46,8 @@ DUMP_METRICS = dict(
 
 
 def set_launcher_and_work_dir(cfg, args):
-    """Put ``--launcher`` and the work folder into ``cfg``: ``--work-dir``,
-    else the config's ``work_dir``, else ``./work_dirs/<config name>``."""
+    """Set ``launcher`` and ``work_dir`` (``--work-dir``, the config's, else
+    ``./work_dirs/<config name>``)."""
     cfg.launcher = args.launcher
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -58,8 +57,8 @@ def set_launcher_and_work_dir(cfg, args):
 
 
 def apply_final_overrides(cfg, args):
-    """Apply the options that overrule everything else, last:
-    ``--no-cpu-accel`` and ``--cfg-options``."""
+    """Apply ``--no-cpu-accel`` and ``--cfg-options``, which overrule the
+    rest."""
     if args.no_cpu_accel:
         cfg.cpu_accel = False
     if args.cfg_options is not None:
@@ -67,24 +66,14 @@ def apply_final_overrides(cfg, args):
 
 
 def merge_train_args(cfg, args):
-    """Merge the command line of ``tools/train.py`` into the config.
-
-    Args:
-        cfg (Config): The config read from ``args.config``.
-        args (argparse.Namespace): From
-            :func:`mmtnt.engine.cli.parse_train_args`.
-
-    Returns:
-        Config: The updated config.
-
-    Raises:
-        ValueError: When ``--amp-dtype`` or the config's AMP dtype does not
-            suit the device (:func:`mmtnt.engine.enable_amp`), or
-            ``--auto-scale-lr`` finds no ``auto_scale_lr.base_batch_size``.
+    """Merge the command line of ``tools/train.py`` into ``cfg`` and return
+    it; ValueError when an option does not suit the config or device.
 
     Examples:
-        >>> cfg = merge_train_args(Config.fromfile(args.config), args)
-        >>> cfg.work_dir  # without --work-dir nor one in the config
+        >>> from mmtnt.engine.cli import parse_train_args
+        >>> args = parse_train_args(['configs/demo/tnt-demo_1xb128_fashion-'
+        ...                          'mnist.py'])
+        >>> merge_train_args(read_config(args.config), args).work_dir
         './work_dirs/tnt-demo_1xb128_fashion-mnist'
     """
     set_launcher_and_work_dir(cfg, args)
@@ -107,8 +96,7 @@ def merge_train_args(cfg, args):
 
 
 def get_task(cfg):
-    """The config's ``default_scope``; ValueError if not one of
-    ``TASKS``."""
+    """The config's ``default_scope``; ValueError if not in ``TASKS``."""
     task = cfg.get('default_scope')
     if task not in TASKS:
         raise ValueError(f'default_scope must be one of {TASKS} for '
@@ -117,16 +105,8 @@ def get_task(cfg):
 
 
 def enable_visualization(cfg, show_dir):
-    """Turn on the visualization hook, saving drawn images to ``show_dir``
-    (made absolute: mmdet's hook reads a relative one from the work dir).
-
-    Args:
-        cfg (Config): The full config; changed in place.
-        show_dir (str): Directory of the drawn images.
-
-    Raises:
-        ValueError: When the config has no ``visualization`` hook.
-    """
+    """Have the visualization hook save drawn images to ``show_dir``, made
+    absolute as mmdet's hook reads a relative one from the work dir."""
     hook = cfg.get('default_hooks', {}).get('visualization')
     if hook is None:
         raise ValueError('--show-dir needs a `visualization` hook in '
@@ -143,8 +123,7 @@ def enable_visualization(cfg, show_dir):
 
 
 def innermost_dataset(dataset_cfg):
-    """Follow ``dataset`` keys of dataset wrappers to the wrapped dataset
-    config (the same object, not a copy).
+    """The dataset config inside dataset wrappers (not a copy).
 
     Examples:
         >>> innermost_dataset(dict(type='RepeatDataset', times=2,
@@ -159,15 +138,8 @@ def innermost_dataset(dataset_cfg):
 def enable_tta(cfg):
     """Wrap the model in the TTA model and use the TTA test pipeline.
 
-    Without ``tta_pipeline`` in the config the test pipeline is used with its
-    last transform (the packing one) run on the image flipped and as is;
-    without ``tta_model``, ``DEFAULT_TTA_MODELS`` of the task.
-
-    Args:
-        cfg (Config): The full config; changed in place.
-
-    Raises:
-        ValueError: For a segmentation config without ``tta_model``.
+    Defaults: ``DEFAULT_TTA_MODELS`` of the task, and the test pipeline
+    with its packing transform run on the image flipped and as is.
     """
     task = get_task(cfg)
     if 'tta_model' not in cfg:
@@ -190,9 +162,8 @@ def enable_tta(cfg):
 
 
 def merge_test_args(cfg, args):
-    """Merge the command line of ``tools/test.py``
-    (:func:`mmtnt.engine.cli.parse_test_args`) into ``cfg``, and return it;
-    ValueError when ``--show-dir`` or ``--tta`` does not suit the config."""
+    """Merge the command line of ``tools/test.py`` into ``cfg`` and return
+    it; ValueError when ``--show-dir`` or ``--tta`` does not suit it."""
     set_launcher_and_work_dir(cfg, args)
     cfg.load_from = args.checkpoint
     if args.show_dir is not None:
@@ -210,23 +181,9 @@ TOOLS = dict(
 
 
 def check_run_inputs(cfg, dataloaders, prog):
-    """Stop a tool before it builds the runner, with one line that names
-    the path, when the data of ``dataloaders`` or the checkpoint the runner
-    would load (:func:`mmtnt.utils.checkpoint_to_load`; an ``mmtnt://NAME``
-    one is downloaded now) cannot be read.
-
-    Args:
-        cfg (Config): The full config, the command line merged in.
-        dataloaders (Sequence[str]): The dataloaders the tool runs, e.g.
-            ``('test_dataloader', )``.
-        prog (str): The tool, for the message, e.g. ``'tools/test.py'``.
-
-    Raises:
-        SystemExit: ``Error: ...`` when a dataset path is missing
-            (:func:`mmtnt.utils.check_data_paths`); ``PROG: cannot read
-            checkpoint ...`` when the checkpoint is missing, truncated or no
-            checkpoint, or cannot be fetched by name.
-    """
+    """Stop the tool ``prog`` with one line naming the path when the data of
+    ``dataloaders`` or the checkpoint to load cannot be read (an
+    ``mmtnt://NAME`` checkpoint is downloaded now)."""
     try:
         check_data_paths(cfg, dataloaders)
     except FileNotFoundError as error:
@@ -238,28 +195,25 @@ def check_run_inputs(cfg, dataloaders, prog):
 
 
 def load_config(args):
-    """The config the tool of ``args`` (``args.tool``: ``'train'`` or
-    ``'test'``) builds the runner from: read, the command line merged in,
-    the data it runs on and the checkpoint to load or resume from checked
-    (:func:`check_run_inputs`).
+    """The config the tool ``args.tool`` builds the runner from.
+
+    The file is read by :func:`mmtnt.utils.cli.load_config`; the tool's
+    options, then ``--cfg-options``, are merged in and the data and
+    checkpoint checked (:func:`check_run_inputs`).
 
     Args:
         args (argparse.Namespace): From
             :func:`mmtnt.engine.cli.parse_train_args` or
             :func:`mmtnt.engine.cli.parse_test_args`.
 
-    Returns:
-        Config: The config to build the runner from.
-
     Raises:
-        SystemExit: With one line, when the arguments do not suit the
-            config or the device, or the data or the checkpoint cannot be
-            read.
+        SystemExit: With one line, when the options do not suit the config
+            or the device, or the data or checkpoint cannot be read.
     """
     merge, dataloaders = TOOLS[args.tool]
     prog = f'tools/{args.tool}.py'
     try:
-        cfg = merge(Config.fromfile(args.config), args)
+        cfg = merge(read_config(args.config), args)
     except ValueError as error:
         raise SystemExit(f'{prog}: {error}')
     check_run_inputs(cfg, dataloaders, prog)
@@ -267,16 +221,15 @@ def load_config(args):
 
 
 def build_runner(cfg):
-    """Build the runner of a config from :func:`load_config`: a CPU-only
-    distributed run set up first (:func:`mmtnt.utils.setup_cpu_distributed`),
-    on the CPU the model accelerated (:func:`mmtnt.accel.accelerate_runner`).
+    """Build the runner of a config from :func:`load_config`, setting up a
+    CPU-only distributed run first and accelerating the model on the CPU.
 
     Args:
         cfg (Config): The full config.
 
     Returns:
-        mmengine.runner.Runner: The runner (``runner_type`` of the config,
-        else mmengine's).
+        mmengine.runner.Runner: ``runner_type`` of the config, else
+        mmengine's.
     """
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
@@ -292,7 +245,6 @@ def build_runner(cfg):
 
 
 def build_dump_metric(cfg, out_file):
-    """Build the task's metric that dumps every prediction to ``out_file``
-    (a ``.pkl`` file), to append to the test evaluator."""
+    """The task's metric that dumps every prediction to ``out_file``."""
     return METRICS.build(
         dict(type=DUMP_METRICS[get_task(cfg)], out_file_path=out_file))
