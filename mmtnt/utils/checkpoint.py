@@ -1,11 +1,9 @@
 """Checkpoints of mmengine's runner under ``torch.load(weights_only=True)``,
 and a quick check that a file can be a checkpoint at all.
 
-A runner's checkpoint holds numpy arrays and scalars and the message hub's
-:class:`HistoryBuffer` objects, which pickle their statistic functions as
-``getattr(HistoryBuffer, 'min')``. :func:`register_checkpoint_safe_globals`
-allowlists exactly these; ``getattr`` itself never is: its name is bound to
-:func:`history_buffer_attribute`, which returns only those functions.
+A runner's checkpoint holds numpy values and :class:`HistoryBuffer` objects,
+which pickle ``getattr(HistoryBuffer, 'min')``; ``getattr`` is never
+allowlisted: its name is bound to :func:`history_buffer_attribute`.
 """
 import io
 import os.path as osp
@@ -25,18 +23,8 @@ NUMPY_DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16',
 
 
 def history_buffer_attribute(owner, name):
-    """Stand-in for ``getattr`` while unpickling a :class:`HistoryBuffer`.
-
-    Args:
-        owner (type): Must be :class:`HistoryBuffer`.
-        name (str): One of ``HISTORY_BUFFER_STATISTICS``.
-
-    Returns:
-        function: ``HistoryBuffer.<name>``.
-
-    Raises:
-        pickle.UnpicklingError: For any other object or attribute.
-    """
+    """``getattr`` while unpickling: ``HistoryBuffer.<name>`` for the names
+    of ``HISTORY_BUFFER_STATISTICS``, UnpicklingError for anything else."""
     if owner is not HistoryBuffer or name not in HISTORY_BUFFER_STATISTICS:
         raise pickle.UnpicklingError(
             f'Refusing getattr({owner!r}, {name!r}) while loading a '
@@ -46,20 +34,14 @@ def history_buffer_attribute(owner, name):
 
 
 def _numpy_multiarray():
-    """Return numpy's ``multiarray`` module (``numpy._core`` from 2.0)."""
+    """numpy's ``multiarray`` module (under ``numpy._core`` from 2.0)."""
     core = getattr(np, '_core', None) or np.core
     return core.multiarray
 
 
 def checkpoint_safe_globals():
-    """List the globals that mmengine's checkpoints need, for torch:
-    numpy's reconstructors under the module paths of numpy 1 and 2, the
-    numeric dtypes of ``NUMPY_DTYPES`` and :class:`HistoryBuffer`.
-
-    Returns:
-        list: Entries for :func:`torch.serialization.add_safe_globals`:
-        objects, or ``(object, 'module.name')`` pairs.
-    """
+    """The globals mmengine's checkpoints need, as entries for
+    :func:`torch.serialization.add_safe_globals` (numpy 1 and 2 paths)."""
     multiarray = _numpy_multiarray()
     numpy_functions = [(getattr(multiarray,
                                 name), f'numpy.{core}.multiarray.{name}')
@@ -86,14 +68,7 @@ class CheckpointFileError(ValueError):
 
 
 def _structure_problem(path):
-    """What makes the file ``path`` no torch checkpoint, or None.
-
-    Args:
-        path (str): An existing file.
-
-    Returns:
-        str | None: The problem, for :func:`check_checkpoint_file`.
-    """
+    """What makes the existing file ``path`` no torch checkpoint, or None."""
     if osp.getsize(path) == 0:
         return 'it is empty'
     if zipfile.is_zipfile(path):
@@ -123,25 +98,17 @@ def _structure_problem(path):
 def check_checkpoint_file(path):
     """Raise a one-line error if ``path`` cannot be a torch checkpoint.
 
-    The structure is read, not the objects: a zip archive (``torch.save``)
-    must have its central directory (at its end) and ``data.pkl``; another
-    file must begin with the pickled magic number of torch's legacy format,
-    whose opcodes are parsed without being run. Tensor bytes are not read,
-    so the check is quick and runs no pickled code; damage inside a file of
-    the right kind, and URLs, are left to the loader.
+    Only the structure is read (a zip archive with ``data.pkl``, or torch's
+    legacy magic number), so the check is quick and runs no pickled code.
 
     Args:
-        path (str | None): A local checkpoint file, a URL, or None (nothing
-            to check).
+        path (str | None): A local file; a URL or None is not checked.
 
     Raises:
-        CheckpointFileError: ``cannot read checkpoint PATH: WHAT`` for a
-            file that is missing, unreadable, empty, truncated or of another
-            kind.
+        CheckpointFileError: ``cannot read checkpoint PATH: WHAT``.
 
     Examples:
-        >>> check_checkpoint_file('work_dirs/demo/epoch_4.pth')  # passes
-        >>> try:
+        >>> try:  # doctest: +NORMALIZE_WHITESPACE
         ...     check_checkpoint_file('README.md')
         ... except CheckpointFileError as error:
         ...     print(error)
@@ -166,17 +133,8 @@ def check_checkpoint_file(path):
 
 
 def checkpoint_to_load(cfg):
-    """The checkpoint that mmengine's runner will load for ``cfg``, as
-    :meth:`mmengine.runner.Runner.load_or_resume` decides: ``load_from``, or
-    with ``resume`` and no ``load_from`` the one that
-    ``work_dir/last_checkpoint`` names.
-
-    Args:
-        cfg (Config): The full config, ``work_dir`` set.
-
-    Returns:
-        str | None: The checkpoint, or None when the runner loads none.
-    """
+    """The checkpoint mmengine's runner will load for ``cfg`` (``work_dir``
+    set), as ``Runner.load_or_resume`` decides; None when it loads none."""
     if cfg.get('load_from') or not cfg.get('resume', False):
         return cfg.get('load_from')
     if not osp.isfile(osp.join(cfg.work_dir, 'last_checkpoint')):

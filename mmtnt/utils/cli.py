@@ -3,16 +3,11 @@ from mmengine.config import Config, DictAction
 
 
 def add_cfg_options(parser, example=None):
-    """Add ``--cfg-options KEY=VALUE ...``: settings that override those of
-    the config.
-
-    Args:
-        parser (argparse.ArgumentParser): The tool's parser; changed in
-            place.
-        example (str, optional): Key=value pairs for the help, e.g.
-            ``'train_cfg.max_epochs=1'``.
+    """Add ``--cfg-options KEY=VALUE ...`` to ``parser``, with ``example``
+    (e.g. ``'train_cfg.max_epochs=1'``) in its help.
 
     Examples:
+        >>> import argparse
         >>> parser = argparse.ArgumentParser()
         >>> add_cfg_options(parser)
         >>> parser.parse_args(['--cfg-options', 'model.head.topk=1'])
@@ -27,14 +22,14 @@ def add_cfg_options(parser, example=None):
 
 
 def load_config(path, cfg_options=None):
-    """Read a config and merge ``--cfg-options`` into it.
+    """Read a config file and merge ``--cfg-options`` into it.
+
+    The tools' one config reader; ``engine.runner_config.load_config``
+    merges the tool's own options before ``--cfg-options``.
 
     Args:
         path (str): The config file.
         cfg_options (dict, optional): The parsed ``--cfg-options``.
-
-    Returns:
-        Config: The config.
     """
     cfg = Config.fromfile(path)
     if cfg_options is not None:

@@ -10,18 +10,8 @@ def _is_local(path):
 
 
 def _dataset_paths(dataset_cfg, where):
-    """Yield ``(path, where)`` for every local path a dataset config reads:
-    ``data_root``, and ``ann_file`` and the ``data_prefix`` entries joined
-    with it as mmengine's ``BaseDataset`` does, through dataset wrappers;
-    datasets with ``download=True`` are skipped.
-
-    Args:
-        dataset_cfg (dict): A dataset config.
-        where (str): Its place in the config, for the error message.
-
-    Yields:
-        tuple[str, str]: A path and the config key it comes from.
-    """
+    """Yield ``(path, config key)`` for every local path a dataset config
+    reads, joined as mmengine's ``BaseDataset`` does (``where``: its key)."""
     if 'dataset' in dataset_cfg:
         yield from _dataset_paths(dataset_cfg['dataset'], f'{where}.dataset')
     for i, child in enumerate(dataset_cfg.get('datasets', [])):
@@ -46,18 +36,16 @@ def _dataset_paths(dataset_cfg, where):
 
 
 def check_data_paths(cfg, dataloaders):
-    """Raise if a path read by the datasets of ``dataloaders`` is missing,
-    before the runner is built.
+    """Raise if a path read by the datasets of ``dataloaders`` is missing.
 
     Args:
         cfg (Config): The full config.
-        dataloaders (Sequence[str]): Dataloader keys to check, e.g.
-            ``('train_dataloader', 'val_dataloader')``; keys absent from the
-            config or set to None are skipped.
+        dataloaders (Sequence[str]): Dataloader keys, e.g.
+            ``('test_dataloader', )``; absent or None ones are skipped.
 
     Raises:
-        FileNotFoundError: Names the first missing path, the config key it
-            comes from and points to ``docs/datasets.md``.
+        FileNotFoundError: Naming the path, its config key and
+            ``docs/datasets.md``.
     """
     for name in dataloaders:
         loader_cfg = cfg.get(name)

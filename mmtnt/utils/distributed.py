@@ -1,11 +1,8 @@
 """Distributed runs on machines without CUDA.
 
-mmengine's ``pytorch`` and ``slurm`` launchers call
-``torch.cuda.set_device``, and its runner wraps the model in
-``MMDistributedDataParallel(device_ids=[LOCAL_RANK])``, which DDP rejects
-for a module on the CPU. :func:`setup_cpu_distributed` creates the gloo
-process group itself, which the runner then uses, and gives DDP
-``device_ids=None``; where CUDA is available it does nothing.
+mmengine's launchers call ``torch.cuda.set_device`` and its DDP wrapper gets
+``device_ids=[LOCAL_RANK]``; :func:`setup_cpu_distributed` creates a gloo
+process group instead and gives DDP ``device_ids=None``.
 """
 import datetime
 import os
@@ -24,14 +21,8 @@ GLOO_DRAIN_SECONDS = 0.1
 
 
 def _export_slurm_env(default_port=29500):
-    """Translate slurm's variables into those of ``env://`` initialisation,
-    as mmengine's slurm launcher does: the master is the first host of
-    ``SLURM_NODELIST`` unless ``MASTER_ADDR`` is set.
-
-    Args:
-        default_port (int): Port used when ``MASTER_PORT`` is not set.
-            Defaults to 29500 (PyTorch's default).
-    """
+    """Set the ``env://`` variables from slurm's, as mmengine's slurm
+    launcher does."""
     os.environ.setdefault('MASTER_PORT', str(default_port))
     if 'MASTER_ADDR' not in os.environ:
         node_list = os.environ['SLURM_NODELIST']
@@ -49,9 +40,8 @@ def init_cpu_process_group(launcher, timeout=None):
         launcher (str): ``'pytorch'`` (torchrun has set ``RANK``,
             ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``) or
             ``'slurm'``.
-        timeout (int | float, optional): Timeout of collective operations in
-            seconds, as ``env_cfg.dist_cfg.timeout``. Defaults to None
-            (PyTorch's default).
+        timeout (int | float, optional): Timeout of collectives in seconds.
+            Defaults to None (PyTorch's default).
     """
     if launcher not in ('pytorch', 'slurm'):
         raise ValueError(f'Unsupported launcher {launcher!r} for a CPU run: '
@@ -65,16 +55,11 @@ def init_cpu_process_group(launcher, timeout=None):
 
 
 def cpu_model_wrapper_cfg(cfg):
-    """Return ``cfg.model_wrapper_cfg`` (or the runner's default wrapper)
-    made fit for a module on the CPU: a DDP-based wrapper gets
-    ``device_ids=None``, which stops the runner from adding
-    ``device_ids=[LOCAL_RANK]``.
+    """``cfg.model_wrapper_cfg`` (or the runner's default) for a module on
+    the CPU: a DDP-based wrapper gets ``device_ids=None``.
 
     Args:
         cfg (Config): The full config.
-
-    Returns:
-        ConfigDict: The wrapper config to set as ``cfg.model_wrapper_cfg``.
     """
     wrapper_cfg = cfg.get('model_wrapper_cfg') or ConfigDict(
         broadcast_buffers=False,
@@ -89,13 +74,11 @@ def cpu_model_wrapper_cfg(cfg):
 
 
 def setup_cpu_distributed(cfg):
-    """Prepare a distributed run on a machine without CUDA: a gloo process
-    group and :func:`cpu_model_wrapper_cfg`. Does nothing for
-    ``cfg.launcher == 'none'`` or when CUDA is available.
+    """Set up a gloo process group and :func:`cpu_model_wrapper_cfg`;
+    nothing for ``launcher='none'`` or where CUDA is available.
 
     Args:
-        cfg (Config): The full config, with ``launcher`` set; changed in
-            place.
+        cfg (Config): The full config, ``launcher`` set; changed in place.
     """
     if cfg.launcher == 'none' or torch.cuda.is_available():
         return
@@ -106,16 +89,10 @@ def setup_cpu_distributed(cfg):
 
 def shutdown_cpu_distributed():
     """End a run set up by :func:`setup_cpu_distributed`: wait for every
-    rank, then destroy the process group.
+    rank, then destroy the gloo process group (else nothing).
 
-    Call it after the run has finished on this rank; without a gloo process
-    group (GPU and single-process runs) it does nothing.
-
-    gloo's worker threads drop the tensors of a finished collective after
-    the caller has been told it finished, which takes the GIL for tensors
-    made in Python; a worker terminated at interpreter exit aborts the
-    process (SIGABRT). The barrier and a short sleep let the workers finish
-    first.
+    gloo's workers still need the GIL after a collective; killed at exit
+    they abort the process, so a short sleep lets them finish first.
     """
     if not is_distributed() or torch_dist.get_backend() != 'gloo':
         return
