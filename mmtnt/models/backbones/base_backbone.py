@@ -1,3 +1,4 @@
+"""The base of mmtnt's backbones."""
 import functools
 import itertools
 import re
@@ -16,15 +17,9 @@ from ..utils import (normalize_out_indices, resize_pos_embed, resolve_arch,
 
 
 class TokenGrid(NamedTuple):
-    """Where the tokens of a stage (or an output) lie for an input size.
-
-    Attributes:
-        hw (tuple[int, int]): The grid (h, w) of tokens, row-major: for a
-            stride ``s``, ``ceil(H / s) x ceil(W / s)`` (inputs are padded).
-        stride (int): Input pixels per token along each side.
-        channels (int): Channels of a token.
-        min_side (int): The smallest grid side the stage takes (its spatial
-            reduction, ``sr_ratio``); 1 where any grid will do.
+    """Where the tokens of a stage lie: grid ``hw`` (row-major,
+    ``ceil(H / stride)`` by ``ceil(W / stride)``), ``stride``, ``channels``
+    and ``min_side``, the smallest grid side the stage takes (``sr_ratio``).
     """
     hw: Tuple[int, int]
     stride: int
@@ -33,35 +28,20 @@ class TokenGrid(NamedTuple):
 
 
 def stage_drop_path_rates(drop_path_rate, depths):
-    """Stochastic depth rising linearly over all blocks, one list a stage.
-
-    Examples:
-        >>> stage_drop_path_rates(0.2, [1, 2])
-        [[0.0], [0.1, 0.2]]
-    """
+    """Stochastic depth rising linearly over all blocks, one list a stage."""
     rates = drop_path_rates(drop_path_rate, sum(depths))
     starts = itertools.accumulate(depths, initial=0)
     return [rates[start:start + depth] for start, depth in zip(starts, depths)]
 
 
 class BaseBackbone(BaseModule):
-    """What mmtnt's backbones share: the arch lookup, outputs, frozen
-    stages, ``norm_eval``, ``with_cp``, the checkpoint check, and one
-    geometry contract that every tool reads instead of knowing the family.
+    """What mmtnt's backbones share: arch lookup, outputs, frozen stages,
+    ``norm_eval``, ``with_cp``, the checkpoint check, and the geometry
+    (:meth:`stage_token_grids`) that every tool reads.
 
-    The geometry: a subclass gives the :class:`TokenGrid` of each stage it
-    builds for an input size (:meth:`stage_token_grids`; the blocks of an
-    isotropic model are its stages), from which follow the grids of the
-    outputs, the smallest input and the check of an input. Tokens lie
-    row-major after :attr:`num_extra_tokens` extra ones (a class token).
-
-    Stages after the last of ``out_indices`` are not built: they would hold
-    parameters without gradients. Frozen modules (:meth:`frozen_parts`) stay
-    in eval mode and get no gradient, also after ``model.train()``. Blocks
-    run through :meth:`run_block`, so that ``with_cp`` may change after the
-    model is built. Checkpoint keys matching :attr:`foreign_keys` are
-    refused with a pointer to :attr:`converter`; :meth:`adapt_state_dict`
-    may change the others before they load.
+    Stages after the last of ``out_indices`` are not built (they would get
+    no gradients). Checkpoint keys matching :attr:`foreign_keys` are refused
+    with a pointer to :attr:`converter`.
 
     Args:
         arch (str | dict): A name of :attr:`arch_zoo` (any case) or a dict
@@ -72,10 +52,10 @@ class BaseBackbone(BaseModule):
             :attr:`out_types`.
         frozen_stages (int): Stages to freeze; -1 freezes nothing, 0 only
             the embeddings. Defaults to -1.
-        norm_eval (bool): Keep every BatchNorm layer in eval mode while
-            training (frozen running statistics). Defaults to False.
-        with_cp (bool): Recompute each block in the backward pass instead of
-            storing its activations (saves memory). Defaults to False.
+        norm_eval (bool): Keep BatchNorm layers in eval mode while training.
+            Defaults to False.
+        with_cp (bool): Recompute each block in the backward pass (saves
+            memory). Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config.
     """
     #: Settings by arch name, aliases included.
@@ -90,9 +70,7 @@ class BaseBackbone(BaseModule):
     converter = None
     #: Tokens before the grid's in a stage's token sequence.
     num_extra_tokens = 0
-    #: Top-level modules and parameters (names in the backbone) that run
-    #: before the first block: depth 0 of :meth:`get_layer_depth`, and what
-    #: ``frozen_stages=0`` freezes where :meth:`frozen_parts` is not changed.
+    #: Top-level parts before the first block (depth 0, frozen_stages=0).
     embedding_names = ()
 
     def __init__(self, arch, out_indices, out_type, frozen_stages=-1,
@@ -131,50 +109,37 @@ class BaseBackbone(BaseModule):
         return list(self.stages)
 
     def build_final_norm(self, final_norm, norm_cfg, dims):
-        """The norm after the last stage: an ``nn.Identity`` without
-        ``final_norm`` or when the last stage is not built."""
+        """The final norm, or ``nn.Identity`` if off or not built."""
         if final_norm and self.num_built_stages == self.num_stages:
             return build_norm_layer(norm_cfg, dims)[1]
         return nn.Identity()
 
     def frozen_parts(self):
-        """Modules and parameters that ``frozen_stages`` freezes: the
-        embeddings, the first ``frozen_stages`` stages and, when all of them
-        are frozen, the final norm (list[nn.Module | nn.Parameter])."""
-        parts = self.embedding_parts()
+        """Modules and parameters that ``frozen_stages`` freezes."""
+        parts = [getattr(self, name) for name in self.embedding_names]
         parts += self.stage_modules()[:self.frozen_stages]
         if self.frozen_stages == self.num_stages:
             parts.append(self.norm)
         return parts
 
-    def embedding_parts(self):
-        """The modules and parameters named in :attr:`embedding_names`."""
-        return [getattr(self, name) for name in self.embedding_names]
-
     def run_block(self, block, *args):
-        """``block(*args)``; with ``with_cp`` while training, recomputed in
-        the backward pass instead of keeping its activations."""
+        """``block(*args)``, checkpointed with ``with_cp`` while training."""
         if self.with_cp and self.training and torch.is_grad_enabled():
             return cp.checkpoint(block, *args, use_reentrant=False)
         return block(*args)
 
     def format_tokens(self, tokens, hw_shape):
-        """Tokens (B, H*W, C) as the ``out_type`` output: a map
-        (B, C, H, W) for ``'featmap'``, their mean (B, C) for
-        ``'avg_featmap'``."""
+        """Tokens (B, H*W, C) as a map (``'featmap'``) or their mean."""
         if self.out_type == 'avg_featmap':
             return tokens.mean(dim=1)
         return tokens_to_map(tokens, hw_shape).contiguous()
 
     def stage_token_grids(self, height, width):
-        """The token grid (:class:`TokenGrid`) of every built stage for an
-        input of ``height`` x ``width`` pixels."""
+        """The :class:`TokenGrid` of every built stage for an input size."""
         raise NotImplementedError
 
     def token_grids(self, height, width):
-        """The grid of each output (``out_indices``, in order) for an input
-        of ``height`` x ``width`` pixels: where its tokens, or the cells
-        of its ``'featmap'`` map, lie (list[TokenGrid]).
+        """The :class:`TokenGrid` of each output for an input size.
 
         Examples:
             >>> from mmtnt.models import PCPVT
@@ -188,9 +153,8 @@ class BaseBackbone(BaseModule):
 
     @functools.cached_property
     def min_input_size(self):
-        """The smallest side ``s`` of an ``s`` x ``s`` input whose every
-        stage grid is at least its ``min_side`` a side (inputs must be at
-        least that high and wide)."""
+        """The smallest input side at which every stage grid is at least its
+        ``min_side``."""
         side = 1
         while not all(
                 min(grid.hw) >= grid.min_side
@@ -199,9 +163,7 @@ class BaseBackbone(BaseModule):
         return side
 
     def check_input(self, x):
-        """The stage grids of images ``x`` (B, C, H, W), checked: a
-        ``ValueError`` if ``x`` is not 4-D or a stage's grid would be
-        smaller than its ``min_side``."""
+        """The stage grids of images ``x``; ValueError if too small."""
         name = type(self).__name__
         if x.dim() != 4:
             raise ValueError(f'{name} takes images of shape (B, C, H, W), '
@@ -220,9 +182,8 @@ class BaseBackbone(BaseModule):
         return grids
 
     def token_layer(self):
-        """The name of the module whose output tokens (B, extra + h*w, C)
-        the last output is made from (a class activation map's default
-        target), e.g. ``'norm'`` or ``'stages.3.norm'``."""
+        """The module whose output tokens make the last output (the default
+        CAM target), e.g. ``'stages.3.norm'``."""
         raise NotImplementedError
 
     @property
@@ -232,19 +193,12 @@ class BaseBackbone(BaseModule):
 
     def get_layer_depth(self, param_name, prefix=''):
         """The layer-wise depth of a parameter for mmpretrain's
-        ``LearningRateDecayOptimWrapperConstructor``, counted as its
-        ``VisionTransformer`` and ``SwinTransformer`` count it.
-
-        With ``n`` blocks built there are ``n + 2`` depths: 0 holds the
-        embeddings (:attr:`embedding_names`), 1 to ``n`` the blocks
-        (:meth:`block_depth` places the other parameters of a stage), and
-        ``n + 1`` what follows the last block and every parameter outside
-        the backbone (names not starting with ``prefix``).
+        ``LearningRateDecayOptimWrapperConstructor``: 0 for the embeddings,
+        1 to ``n`` for the blocks, ``n + 1`` for the rest.
 
         Args:
             param_name (str): The parameter's name in the model.
-            prefix (str): The backbone's name in the model and a dot, e.g.
-                ``'backbone.'``. Defaults to ''.
+            prefix (str): The backbone's prefix, e.g. ``'backbone.'``.
 
         Returns:
             tuple[int, int]: The parameter's depth and the number of depths.
@@ -255,8 +209,6 @@ class BaseBackbone(BaseModule):
             >>> model.get_layer_depth('backbone.blocks.3.outer.norm1.weight',
             ...                       'backbone.')
             (4, 14)
-            >>> model.get_layer_depth('head.fc.weight', 'backbone.')
-            (13, 14)
         """
         num_layers = self.num_blocks + 2
         if not param_name.startswith(prefix):
@@ -268,18 +220,13 @@ class BaseBackbone(BaseModule):
         return (num_layers - 1 if depth is None else depth), num_layers
 
     def block_depth(self, name):
-        """The depth (0 to ``num_blocks``) of a backbone parameter ``name``
-        that is not an embedding; None for what follows the last block."""
+        """The depth of a non-embedding parameter; None after the blocks."""
         raise NotImplementedError
 
     def stage_depth(self, name, part_offset):
-        """:meth:`block_depth` of a parameter ``name`` of ``stages``: block
-        ``j`` of stage ``i`` at ``d_i + j + 1``, where ``d_i`` is the depth
-        of the last block before the stage (0 for the first); another part
-        of the stage at ``d_i + part_offset(i, part_name)`` (with offset 0
-        where mmpretrain's Swin places its downsampling), or after the
-        blocks where that is None. None for parameters outside ``stages``.
-        """
+        """:meth:`block_depth` in ``stages``: block ``j`` of stage ``i`` at
+        ``d_i + j + 1`` (``d_i``: blocks before the stage), another part at
+        ``d_i + part_offset(i, part)`` (None: after the blocks)."""
         parts = name.split('.')
         if parts[0] != 'stages':
             return None
@@ -305,12 +252,10 @@ class BaseBackbone(BaseModule):
         self.adapt_state_dict(state_dict, prefix)
 
     def adapt_state_dict(self, state_dict, prefix):
-        """Change ``state_dict`` in place before it loads (e.g. resize
-        position terms); the keys of this module start with ``prefix``."""
+        """Change ``state_dict`` in place before it loads."""
 
     def resize_loaded_pos_embed(self, state_dict, key, grid):
-        """Resize a checkpoint's position embedding ``state_dict[key]``, if
-        there is one of a square grid of another size, to ``grid``."""
+        """Resize a checkpoint's square position embedding to ``grid``."""
         pos = state_dict.get(key)
         extra = self.num_extra_tokens
         if pos is None or pos.shape[1] == extra + grid[0] * grid[1]:

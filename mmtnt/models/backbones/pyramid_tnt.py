@@ -15,18 +15,16 @@ from ..utils import (ceil_div, check_stage_lists, pad_to_multiple,
 from .base_backbone import BaseBackbone, TokenGrid, stage_drop_path_rates
 from .tnt import TNTBlock, WordsToSentence
 
-# Words per sentence: every sentence is a 4x4 patch of the word map.
+# 4x4 words a sentence; words at 1/2 of the input, sentences at 1/8 / 2**i.
 WORDS_PER_SIDE = 4
-# The stem's strides: words at 1/2, sentences at 1/8 of the input.
 WORD_STRIDE = 2
 SENTENCE_STRIDE = WORD_STRIDE * WORDS_PER_SIDE
-# Sentences of stage i are at SENTENCE_STRIDE * 2**i.
 NUM_STAGES = 4
 
 
 def arch_setting(depths, outer_dims, num_heads_outer):
-    """A released arch: stages of ``outer_dims`` (and ``num_heads_outer``)
-    times 1, 2, 4 and 4; words of 1/16 the channels and half the heads."""
+    """A released arch: stage widths and heads x1, 2, 4, 4; words of 1/16
+    the channels and half the heads."""
     dims = [outer_dims * scale for scale in (1, 2, 4, 4)]
     heads = [num_heads_outer * scale for scale in (1, 2, 4, 4)]
     return dict(
@@ -39,8 +37,7 @@ def arch_setting(depths, outer_dims, num_heads_outer):
 
 def conv_norm_act(in_channels, out_channels, kernel_size, stride, padding,
                   norm_cfg, act_cfg, transposed=False):
-    """A convolution (without bias: the norm follows), a norm layer and an
-    activation, named ``conv``, ``norm`` and ``act``."""
+    """A bias-free convolution, a norm and an activation."""
     conv_type = nn.ConvTranspose2d if transposed else nn.Conv2d
     conv = conv_type(in_channels, out_channels, kernel_size, stride,
                      padding, bias=False)
@@ -52,24 +49,8 @@ def conv_norm_act(in_channels, out_channels, kernel_size, stride, padding,
 
 
 class ConvStem(nn.Module):
-    """PyramidTNT's convolutional stem: a shared stride-2 3x3 convolution,
-    then one more for the word map at 1/2 of the input, whose 4x4 patches
-    are the words of each sentence, and three more (strides 2, 2, 1) for the
-    sentence map at 1/8. Every convolution is followed by a norm and ReLU.
-
-    Args:
-        in_channels (int): Channels of the image.
-        inner_dims (int): Channels of a word.
-        outer_dims (int): Channels of a sentence.
-        norm_cfg (dict): The norm layer after each convolution.
-
-    Examples:
-        >>> import torch
-        >>> stem = ConvStem(3, 8, 128, dict(type='BN'))
-        >>> words, sentences = stem(torch.rand(2, 3, 64, 96))
-        >>> words.shape, sentences.shape  # 2 images * 8x12 sentences
-        (torch.Size([192, 16, 8]), torch.Size([2, 96, 128]))
-    """
+    """The convolutional stem: a word map at 1/2 of the input (4x4 words a
+    sentence) and a sentence map at 1/8, each conv with a norm and ReLU."""
 
     def __init__(self, in_channels, inner_dims, outer_dims, norm_cfg):
         super().__init__()
@@ -84,8 +65,7 @@ class ConvStem(nn.Module):
             for i, stride in enumerate((2, 2, 1))))
 
     def forward(self, x):
-        """Return words (B*h*w, 16, c) and sentences (B, h*w, C) of an
-        image (B, 3, 8h, 8w)."""
+        """Words (B*h*w, 16, c) and sentences (B, h*w, C) of (B, 3, 8h, 8w)."""
         x = self.shared(x)
         words = self.word_branch(x).permute(0, 2, 3, 1)  # B, H, W, c
         B, H, W, c = words.shape
@@ -99,20 +79,7 @@ class ConvStem(nn.Module):
 
 
 class SentenceAggregation(nn.Module):
-    """Halve the sentence grid: a norm layer, then a 3x3 stride-2
-    convolution (padding 1) over the grid.
-
-    Args:
-        in_dims (int): Channels of a token before.
-        out_dims (int): Channels of a token after.
-        norm_cfg (dict): The norm layer applied first.
-
-    Examples:
-        >>> import torch
-        >>> merge = SentenceAggregation(128, 256, dict(type='LN'))
-        >>> merge(torch.rand(2, 5 * 7, 128), (5, 7)).shape
-        torch.Size([2, 12, 256])
-    """
+    """Halve the sentence grid: a norm, then a 3x3 stride-2 convolution."""
 
     def __init__(self, in_dims, out_dims, norm_cfg):
         super().__init__()
@@ -126,21 +93,9 @@ class SentenceAggregation(nn.Module):
 
 
 class WordAggregation(SentenceAggregation):
-    """Merge the words of each 2x2 group of sentences into the words of one
-    sentence of the next stage.
-
-    The 2x2 group's words form an 8x8 word map; the convolution of
-    :class:`SentenceAggregation` (zero padding at the border of the group)
-    turns it into 4x4 words. A grid of odd height or width is padded with
-    empty (zero) sentences at the bottom/right, as the official code does.
-
-    Examples:
-        >>> import torch
-        >>> merge = WordAggregation(8, 16, dict(type='LN'))
-        >>> # 2 images of 5x7 sentences -> 2 images of 3x4 sentences
-        >>> merge(torch.rand(2 * 5 * 7, 16, 8), (5, 7)).shape
-        torch.Size([24, 16, 16])
-    """
+    """Merge the 8x8 words of each 2x2 group of sentences into 4x4 words by
+    the convolution of :class:`SentenceAggregation`; an odd grid is padded
+    with zero sentences at the bottom/right, as the official code does."""
 
     def forward(self, words, grid):
         h, w = grid
@@ -149,8 +104,7 @@ class WordAggregation(SentenceAggregation):
         x = self.norm(words).reshape(-1, h, w, k, k, c)
         x = pad_to_multiple(x, 2, dims=(1, 2))
         B, h2, w2 = x.shape[0], x.shape[1] // 2, x.shape[2] // 2
-        # (B, h2, dh, w2, dw, ki, kj, c) -> (B, h2, w2, dh, ki, dw, kj, c):
-        # the 8x8 word map of each group of sentences.
+        # -> (B, h2, w2, dh, ki, dw, kj, c): each group's 8x8 word map.
         x = x.reshape(B, h2, 2, w2, 2, k, k, c).permute(0, 1, 3, 2, 5, 4, 6, 7)
         x = x.reshape(B * h2 * w2, 2 * k, 2 * k, c).permute(0, 3, 1, 2)
         x = self.conv(x).permute(0, 2, 3, 1)  # B*h2*w2, k, k, out_dims
@@ -158,16 +112,7 @@ class WordAggregation(SentenceAggregation):
 
 
 class WordsLayerNorm(nn.LayerNorm):
-    """A LayerNorm over all the words of a sentence together: words
-    (N, num_words, embed_dims) are normalised over ``num_words *
-    embed_dims`` values (``eps`` added to the variance).
-
-    Examples:
-        >>> import torch
-        >>> norm = WordsLayerNorm(8, num_words=16)
-        >>> norm(torch.rand(6, 16, 8)).shape, norm.weight.shape
-        (torch.Size([6, 16, 8]), torch.Size([128]))
-    """
+    """A LayerNorm over all the words of a sentence together."""
 
     def __init__(self, embed_dims, num_words, eps=1e-5):
         super().__init__(embed_dims * num_words, eps=eps)
@@ -177,26 +122,11 @@ class WordsLayerNorm(nn.LayerNorm):
 
 
 class PyramidTNTStage(nn.Module):
-    """One stage of PyramidTNT: word and sentence aggregation (all stages
-    but the first), then :class:`TNTBlock` blocks whose sentence attention
-    pools keys and values by ``sr_ratio`` and adds a learned bias shared by
-    the stage. As in the official design the inner block (with
-    :class:`WordsLayerNorm` norms) runs in block 0, and in block 1 of a
-    stage of more than 6 blocks.
+    """A stage: aggregation (after the first), then :class:`TNTBlock`
+    blocks whose pooled sentence attention adds a bias shared by the stage.
+    As officially, the inner block runs in block 0 (and 1 if depth > 6).
 
-    Args:
-        in_dims (tuple[int, int] | None): Sentence and word channels of the
-            previous stage (None: no aggregation).
-        outer_dims (int): Channels of a sentence.
-        inner_dims (int): Channels of a word.
-        num_heads_outer (int): Heads of the sentence attention.
-        num_heads_inner (int): Heads of the word attention.
-        sr_ratio (int): Spatial reduction of the sentence attention.
-        pos_grid (tuple[int, int]): The grid the attention bias is for.
-        drop_path_rates (list[float]): Stochastic depth rate of each block.
-        norm_cfg (dict): The norm layer.
-        attn_cfg (dict): The other arguments of the attentions.
-        block_cfg (dict): The other arguments of the transformer blocks.
+    ``in_dims``: sentence and word channels of the previous stage, or None.
     """
     resize_impl = 'interpolate'  # mmtnt.models.set_resize_impl
 
@@ -248,7 +178,7 @@ class PyramidTNTStage(nn.Module):
             self.blocks.append(TNTBlock(inner, words_to_sentence, outer))
 
     def key_grid(self, grid):
-        """The grid of keys (after spatial reduction) for a sentence grid."""
+        """The key grid (after spatial reduction) of a sentence grid."""
         return grid[0] // self.sr_ratio, grid[1] // self.sr_ratio
 
     def attention_bias(self, grid):
@@ -258,9 +188,7 @@ class PyramidTNTStage(nn.Module):
                                      self.key_grid(grid), self.resize_impl)
 
     def forward(self, words, sentences, in_grid, grid, run_block):
-        """Update words and sentences; the sentences come from ``in_grid``
-        (None in the first stage) and go to ``grid``. Each block runs as
-        ``run_block(block, words, sentences, grid, bias)``."""
+        """Update words and sentences from ``in_grid`` to ``grid``."""
         if self.has_merge:
             words = self.word_merge(words, in_grid)
             sentences = self.sentence_merge(sentences, in_grid)
@@ -274,51 +202,36 @@ class PyramidTNTStage(nn.Module):
 class PyramidTNT(BaseBackbone):
     """PyramidTNT: Transformer in Transformer with a pyramid architecture.
 
-    A PyTorch implementation of `PyramidTNT: Improved Transformer-in-
-    Transformer Baselines with Pyramid Architecture
-    <https://arxiv.org/abs/2201.00978>`_: a convolutional stem, then four
-    stages at strides 8, 16, 32 and 64. The position terms, stored for
-    ``img_size``, are resized to the actual grids (and to ``img_size`` when
-    a checkpoint made at another size is loaded).
+    `PyramidTNT <https://arxiv.org/abs/2201.00978>`_: a convolutional stem,
+    then four stages at strides 8, 16, 32 and 64. Position terms stored for
+    ``img_size`` are resized to the actual grids (and checkpoints' to it).
 
     Args:
-        arch (str | dict): ``'ti'``/``'tiny'``, ``'s'``/``'small'``,
-            ``'m'``/``'medium'``, ``'b'``/``'base'``, or a dict of per-stage
-            lists with the keys ``depths``, ``outer_dims``, ``inner_dims``,
-            ``num_heads_outer`` and ``num_heads_inner``. Defaults to ``'s'``.
+        arch (str | dict): ``'ti'``, ``'s'``, ``'m'``, ``'b'`` (or full
+            names), or a dict of per-stage lists. Defaults to ``'s'``.
         img_size (int | tuple[int, int], optional): Size the position
             terms are stored for. Defaults to the arch's training size.
         in_channels (int): Channels of the input image. Defaults to 3.
-        sr_ratios (Sequence[int]): Spatial reduction of each stage's
-            sentence attention. Defaults to (4, 2, 1, 1).
+        sr_ratios (Sequence[int]): Defaults to (4, 2, 1, 1).
         mlp_ratio (float): MLP width over token width. Defaults to 4.
         qkv_bias (bool): Query/key/value projection bias. Defaults to False.
-        drop_rate (float): Dropout on the position embedding and after
-            projections. Defaults to 0.
+        drop_rate (float): Dropout after projections. Defaults to 0.
         attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
-        drop_path_rate (float): Stochastic depth of the last block (rising
-            from 0 at the first). Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate. Defaults to 0.
         out_indices (int | Sequence[int]): Stages to output. Defaults to -1.
-        out_type (str): ``'avg_featmap'``: the mean of the sentence tokens
-            (B, C), the official classification feature of the last stage;
-            ``'featmap'``: maps (B, C, H/s, W/s). Defaults to
-            ``'avg_featmap'``.
-        upsample_featmaps (bool): Upsample each returned map by 2 as the
-            paper's detection models (a 2x2 stride-2 transposed convolution,
-            then a 3x3 convolution, each with a norm and GELU): strides 4,
-            8, 16, 32. Only with ``out_type='featmap'``. Defaults to False.
+        out_type (str): ``'avg_featmap'`` (B, C) or ``'featmap'``
+            (B, C, H/s, W/s). Defaults to ``'avg_featmap'``.
+        upsample_featmaps (bool): Upsample each map by 2 as the paper's
+            detectors (strides 4 to 32); ``'featmap'`` only. Default: False.
         final_norm (bool): Normalize the last stage's output. Default: True.
         frozen_stages (int): -1 freezes nothing, 0 the stem and position
-            embeddings, ``k`` also the first ``k`` stages (and with all, the
-            final norm). Defaults to -1.
+            embeddings, ``k`` also ``k`` stages. Defaults to -1.
         norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
         with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
         norm_cfg (dict): The norm layer. Defaults to ``dict(type='LN')``.
-        conv_norm_cfg (dict): The norm after the stem's and upsampling
-            convolutions. Defaults to ``dict(type='BN')``.
+        conv_norm_cfg (dict): The convolutions' norm. Defaults to BN.
         act_cfg (dict): The MLPs' activation. Defaults to GELU.
-        init_cfg (dict | list[dict], optional): Initialization config; by
-            default as the official code.
+        init_cfg (dict | list[dict], optional): Defaults to the official.
 
     Examples:
         >>> import torch
@@ -326,11 +239,7 @@ class PyramidTNT(BaseBackbone):
         >>> model = PyramidTNT(arch='s').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 256, 256))]
         [torch.Size([1, 512])]
-        >>> model = PyramidTNT(arch='s', out_indices=(0, 1, 2, 3),
-        ...                    out_type='featmap', upsample_featmaps=True)
-        >>> [out.shape for out in model.eval()(torch.rand(1, 3, 256, 320))]
-        [torch.Size([1, 128, 64, 80]), torch.Size([1, 256, 32, 40]), torch.Size([1, 512, 16, 20]), torch.Size([1, 512, 8, 10])]
-    """  # noqa: E501
+    """
     arch_zoo = {
         **dict.fromkeys(['ti', 'tiny'], arch_setting([2, 6, 3, 2], 80, 2)),
         **dict.fromkeys(['s', 'small'], arch_setting([2, 8, 4, 2], 128, 4)),
@@ -341,7 +250,7 @@ class PyramidTNT(BaseBackbone):
         'depths', 'outer_dims', 'inner_dims', 'num_heads_outer',
         'num_heads_inner'
     }
-    # The input size each arch was trained at (official code and paper).
+    # The input size each arch was trained at.
     train_img_size = {'ti': 192, 'tiny': 192}
     default_img_size = 256
     out_types = ('avg_featmap', 'featmap')
@@ -468,10 +377,8 @@ class PyramidTNT(BaseBackbone):
                         f'divisible by {heads_key} {settings[heads_key]}.')
 
     def stage_token_grids(self, height, width):
-        """The sentence grid of each built stage: the input is padded to a
-        multiple of the stem's stride, and each aggregation halves the grid
-        (padding an odd side); the sentence attention needs a grid of at
-        least ``sr_ratio`` a side."""
+        """Sentence grids: the padded input at 1/8, halved (rounding up) by
+        each aggregation."""
         h = ceil_div(height, SENTENCE_STRIDE)
         w = ceil_div(width, SENTENCE_STRIDE)
         grids = []
@@ -485,9 +392,7 @@ class PyramidTNT(BaseBackbone):
         return grids
 
     def token_grids(self, height, width):
-        """As :meth:`BaseBackbone.token_grids`; with ``upsample_featmaps``
-        the grid of each output is its upsampled map's, of half the
-        stride."""
+        """With ``upsample_featmaps``, the upsampled maps' grids."""
         grids = super().token_grids(height, width)
         if not self.upsample_featmaps:
             return grids
@@ -506,8 +411,7 @@ class PyramidTNT(BaseBackbone):
         return f'stages.{last}.blocks.{depth - 1}.outer'
 
     def block_depth(self, name):
-        """As :meth:`BaseBackbone.stage_depth`, a stage's aggregations and
-        attention bias with the block before it."""
+        """A stage's aggregations and bias go with the block before it."""
         return self.stage_depth(name, lambda i, part: 0)
 
     def adapt_state_dict(self, state_dict, prefix):
@@ -530,11 +434,8 @@ class PyramidTNT(BaseBackbone):
     def _format_output(self, sentences, grid, index, out_grid):
         if not self.upsample_featmaps:
             return self.format_tokens(sentences, grid)
-        # The upsampling reads the tokens as a map without a copy; the one
-        # copy is of its cropped output.
         x = getattr(self, f'upsample{index}')(tokens_to_map(sentences, grid))
-        # Where padding made the grid odd, drop the extra row/column so that
-        # the map is ceil(input / stride), as in a conv backbone.
+        # Crop to ceil(input / stride) where padding made the grid odd.
         h, w = out_grid.hw
         return x[:, :, :h, :w].contiguous()
 

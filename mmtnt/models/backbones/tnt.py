@@ -12,24 +12,9 @@ from .base_backbone import BaseBackbone, TokenGrid
 
 
 class WordEmbed(nn.Module):
-    """Cut an image into sentences (``patch_size`` squares) and embed the
-    words of each by a 7x7 convolution of stride ``stride``.
-
-    Args:
-        in_channels (int): Channels of the image.
-        embed_dims (int): Channels of a word.
-        patch_size (int): Side of a sentence in pixels.
-        stride (int): Stride of the convolution; must divide ``patch_size``.
-        layout (str): ``'official'`` convolves each sentence on its own (as
-            TNT's official code), ``'legacy'`` the whole image.
-
-    Examples:
-        >>> import torch
-        >>> embed = WordEmbed(3, 24, patch_size=16, stride=4,
-        ...                   layout='official')
-        >>> embed(torch.rand(2, 3, 32, 48)).shape  # 2 images * 6 sentences
-        torch.Size([12, 16, 24])
-    """
+    """Embed the words of each sentence (``patch_size`` square) by a 7x7
+    convolution; ``layout='official'`` convolves each sentence on its own,
+    ``'legacy'`` the whole image."""
 
     def __init__(self, in_channels, embed_dims, patch_size, stride, layout):
         super().__init__()
@@ -40,17 +25,14 @@ class WordEmbed(nn.Module):
             in_channels, embed_dims, kernel_size=7, stride=stride, padding=3)
 
     def forward(self, x):
-        """Return words of shape (B * num_sentences, num_words, C), stored
-        word by word (contiguous)."""
+        """Contiguous words (B * num_sentences, num_words, C)."""
         B, C, H, W = x.shape
         p, k = self.patch_size, self.words_per_side
         h, w = H // p, W // p
         if self.layout == 'official':
             x = x.reshape(B, C, h, p, w, p).permute(0, 2, 4, 1, 3, 5)
             x = self.conv(x.reshape(B * h * w, C, p, p))
-            # One copy here (none for a channels-last output) instead of one
-            # in every norm and reshape of the inner stream: the residual
-            # additions keep the layout of their input.
+            # One copy here instead of one per norm and reshape of the words.
             return x.flatten(2).transpose(1, 2).contiguous()
         x = self.conv(x)
         c = self.conv.out_channels
@@ -59,26 +41,9 @@ class WordEmbed(nn.Module):
 
 
 class WordsToSentence(nn.Module):
-    """Project the words of each sentence into one sentence vector.
-
-    Args:
-        inner_dims (int): Channels of a word.
-        num_words (int): Words per sentence.
-        outer_dims (int): Channels of a sentence.
-        norm_cfg (dict): The normalization layer.
-        norm_per_word (bool): Normalize each word over ``inner_dims``
-            (legacy layout) instead of the concatenated words.
-            Defaults to False.
-        bias (bool): Whether the projection has a bias. Defaults to True.
-        norm_out (bool): Normalize the projected sentence vector.
-            Defaults to True.
-
-    Examples:
-        >>> import torch
-        >>> proj = WordsToSentence(24, 16, 384, dict(type='LN'))
-        >>> proj(torch.rand(2 * 196, 16, 24), batch_size=2).shape
-        torch.Size([2, 196, 384])
-    """
+    """Project the words of each sentence into one sentence vector;
+    ``norm_per_word`` normalizes each word (legacy layout) instead of the
+    concatenated words, ``norm_out`` the projection."""
 
     def __init__(self, inner_dims, num_words, outer_dims, norm_cfg,
                  norm_per_word=False, bias=True, norm_out=True):
@@ -101,18 +66,9 @@ class WordsToSentence(nn.Module):
 
 
 class TNTBlock(nn.Module):
-    """A block of the TNT family: an inner transformer block over the words
-    of each sentence, whose result is projected and added to the sentences,
-    then an outer transformer block over the sentences.
-
-    Args:
-        inner (nn.Module | None): The inner block, or None.
-        words_to_sentence (WordsToSentence | None): The projection of the
-            words (None without an inner block).
-        outer (nn.Module): The outer block.
-        num_extra_tokens (int): Sentence tokens before the grid's (a class
-            token), which receive no words. Defaults to 0.
-    """
+    """An inner block over the words of each sentence (optional), projected
+    and added to the sentences after ``num_extra_tokens``, then an outer
+    block over the sentences."""
 
     def __init__(self, inner, words_to_sentence, outer, num_extra_tokens=0):
         super().__init__()
@@ -124,8 +80,7 @@ class TNTBlock(nn.Module):
         self.num_extra_tokens = num_extra_tokens
 
     def forward(self, words, sentences, *outer_args):
-        """Update words (B*N, K, c) and sentences (B, extra + N, C);
-        ``outer_args`` follow the sentences into the outer block."""
+        """Update words (B*N, K, c) and sentences (B, extra + N, C)."""
         if self.has_inner:
             words = self.inner(words)
             update = self.words_to_sentence(words, sentences.shape[0])
@@ -143,48 +98,36 @@ class TNTBlock(nn.Module):
 class TNT(BaseBackbone):
     """Transformer in Transformer.
 
-    A PyTorch implementation of `Transformer in Transformer
-    <https://arxiv.org/abs/2103.00112>`_: sentences (``patch_size``
-    squares) of words run through :class:`TNTBlock` blocks (the stages of
-    :class:`BaseBackbone`). The sentence position embedding, stored for
-    ``img_size``, is resized to the actual grid (a checkpoint's to it).
+    `Transformer in Transformer <https://arxiv.org/abs/2103.00112>`_:
+    sentences (``patch_size`` squares) of words run through
+    :class:`TNTBlock` blocks (the stages of :class:`BaseBackbone`).
 
     Args:
         arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``, or a dict
-            with the keys ``embed_dims_outer``, ``embed_dims_inner``,
-            ``num_layers``, ``num_heads_outer`` and ``num_heads_inner``.
-            Defaults to ``'s'``.
-        img_size (int | tuple[int, int]): Size the sentence position
-            embedding is stored for. Defaults to 224.
+            of settings. Defaults to ``'s'``.
+        img_size (int | tuple[int, int]): Size the position embedding is
+            stored for (resized to the input). Defaults to 224.
         patch_size (int): Side of a sentence in pixels. Defaults to 16.
-        first_stride (int): Stride of the word convolution (words per
-            sentence: ``(patch_size // first_stride) ** 2``). Defaults to 4.
+        first_stride (int): Stride of the word convolution. Defaults to 4.
         in_channels (int): Channels of the input image. Defaults to 3.
-        layout (str): Pixel-embedding layout of the weights: ``'official'``
-            (TNT's official code, timm's ``tnt_s/b_patch16_224``) or
-            ``'legacy'`` (timm's ``tnt_s_legacy_patch16_224``, mmpretrain's
-            TNT). Defaults to ``'official'``.
+        layout (str): ``'official'`` (timm's ``tnt_s/b_patch16_224``) or
+            ``'legacy'`` (mmpretrain's TNT). Defaults to ``'official'``.
         mlp_ratio (float): MLP width over token width. Defaults to 4.
         qkv_bias (bool): Query/key/value projection bias. Defaults to False.
-        drop_rate (float): Dropout after the position embedding and
-            projections. Defaults to 0.
+        drop_rate (float): Dropout after projections. Defaults to 0.
         attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
-        drop_path_rate (float): Stochastic depth of the last block (rising
-            from 0 at the first). Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate. Defaults to 0.
         out_indices (int | Sequence[int]): Blocks to output. Defaults to -1.
-        out_type (str): ``'cls_token'`` (B, C), ``'featmap'``
-            (B, C, H/patch_size, W/patch_size) or ``'avg_featmap'`` (B, C),
-            the mean of the sentence tokens. Defaults to ``'cls_token'``.
+        out_type (str): ``'cls_token'`` (B, C), ``'featmap'`` (B, C, H/p,
+            W/p) or ``'avg_featmap'`` (B, C). Defaults to ``'cls_token'``.
         final_norm (bool): Normalize the last block's output. Default: True.
-        frozen_stages (int): -1 freezes nothing, 0 the embeddings, ``k`` the
-            embeddings and the first ``k`` blocks (all of them also freeze
-            the final norm). Defaults to -1.
+        frozen_stages (int): -1 freezes nothing, 0 the embeddings, ``k``
+            also the first ``k`` blocks. Defaults to -1.
         norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
         with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
         norm_cfg (dict): The norm layer. Defaults to ``dict(type='LN')``.
         act_cfg (dict): The MLPs' activation. Defaults to GELU.
-        init_cfg (dict | list[dict], optional): Initialization config; by
-            default truncated-normal linear weights (std 0.02).
+        init_cfg (dict | list[dict], optional): Initialization config.
 
     Examples:
         >>> import torch
@@ -192,10 +135,7 @@ class TNT(BaseBackbone):
         >>> model = TNT(arch='s').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
         [torch.Size([1, 384])]
-        >>> model = TNT(arch='s', out_indices=(3, 7, 11), out_type='featmap')
-        >>> [out.shape for out in model(torch.rand(1, 3, 250, 320))]
-        [torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20]), torch.Size([1, 384, 16, 20])]
-    """  # noqa: E501
+    """
     arch_zoo = {
         **dict.fromkeys(['s', 'small'], dict(
             embed_dims_outer=384, embed_dims_inner=24, num_layers=12,
@@ -314,8 +254,7 @@ class TNT(BaseBackbone):
         return list(self.blocks)
 
     def stage_token_grids(self, height, width):
-        """The sentence grid after each built block: the input is padded to
-        a multiple of ``patch_size``."""
+        """The sentence grid (of the padded input) after each block."""
         p = self.patch_size
         grid = TokenGrid((ceil_div(height, p), ceil_div(width, p)), p,
                          self.embed_dims)
@@ -323,8 +262,7 @@ class TNT(BaseBackbone):
 
     def token_layer(self):
         last = self.out_indices[-1]
-        # The class token (the 'cls_token' output) gathers the sentences
-        # only in the attention of the last block: its input holds them.
+        # The class token gathers the sentences only in the last attention.
         if self.out_type == 'cls_token':
             return f'blocks.{last}.outer.norm1'
         if last == self.num_stages - 1 and self.final_norm:
@@ -336,16 +274,14 @@ class TNT(BaseBackbone):
         return len(self.blocks)
 
     def block_depth(self, name):
-        """Block ``i`` at depth ``i + 1``; the final norm after the
-        blocks."""
+        """Block ``i`` at depth ``i + 1``."""
         parts = name.split('.')
         if parts[0] == 'blocks':
             return int(parts[1]) + 1
         return None
 
     def adapt_state_dict(self, state_dict, prefix):
-        """Check the checkpoint's pixel-embedding layout and resize its
-        sentence position embedding to ``img_size``."""
+        """Check the checkpoint's layout; resize its position embedding."""
         norm_key = prefix + 'blocks.0.words_to_sentence.norm_in.weight'
         if norm_key in state_dict:
             legacy = state_dict[norm_key].numel() == self.word_pos.shape[-1]

@@ -21,8 +21,7 @@ PCPVT_WIDTHS = dict(
 
 
 def svt_arch(width, depths):
-    """A released SVT arch: stages of ``width`` times 1, 2, 4 and 8
-    channels with heads of 32 channels, windows of 7x7."""
+    """A released SVT arch: widths x1, 2, 4, 8, heads of 32, 7x7 windows."""
     dims = [width * 2**i for i in range(4)]
     return dict(
         embed_dims=dims,
@@ -34,23 +33,8 @@ def svt_arch(width, depths):
 
 
 class PatchEmbed(nn.Module):
-    """Embed non-overlapping ``patch_size`` squares of a feature map by a
-    convolution and a norm. The input is zero-padded at the right and bottom
-    to a multiple of ``patch_size`` (as mmseg's ``padding='corner'``).
-
-    Args:
-        in_channels (int): Channels of the input.
-        embed_dims (int): Channels of the output tokens.
-        patch_size (int): Side of a patch.
-        norm_cfg (dict): The norm after the convolution.
-
-    Examples:
-        >>> import torch
-        >>> embed = PatchEmbed(3, 64, 4, dict(type='LN'))
-        >>> tokens, hw = embed(torch.rand(2, 3, 30, 41))
-        >>> tokens.shape, hw
-        (torch.Size([2, 88, 64]), (8, 11))
-    """
+    """Embed ``patch_size`` squares of a map by a convolution and a norm,
+    zero-padding the right and bottom (as mmseg's ``padding='corner'``)."""
 
     def __init__(self, in_channels, embed_dims, patch_size, norm_cfg):
         super().__init__()
@@ -61,26 +45,15 @@ class PatchEmbed(nn.Module):
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
 
     def forward(self, x):
-        """Return tokens (B, h*w, C) and their grid (h, w)."""
+        """Tokens (B, h*w, C) and their grid (h, w)."""
         x = self.proj(pad_to_multiple(x, self.patch_size))
         hw_shape = (x.shape[-2], x.shape[-1])
         return self.norm(map_to_tokens(x)), hw_shape
 
 
 class PositionEncoding(nn.Module):
-    """The conditional position encoding (PEG) of CPVT
-    (https://arxiv.org/abs/2102.10882): a 3x3 depth-wise convolution of the
-    token map, added to the tokens.
-
-    Args:
-        embed_dims (int): Channels of the tokens.
-
-    Examples:
-        >>> import torch
-        >>> peg = PositionEncoding(32)
-        >>> peg(torch.rand(2, 12, 32), (3, 4)).shape
-        torch.Size([2, 12, 32])
-    """
+    """CPVT's position encoding (PEG, https://arxiv.org/abs/2102.10882): a
+    3x3 depth-wise convolution of the token map, added to the tokens."""
 
     def __init__(self, embed_dims):
         super().__init__()
@@ -93,15 +66,8 @@ class PositionEncoding(nn.Module):
 
 
 class TwinsStage(nn.Module):
-    """A stage of Twins: a patch embedding, transformer blocks with the
-    position encoding (PEG) after the first one, and an optional norm.
-
-    Args:
-        patch_embed (PatchEmbed): The stage's patch embedding.
-        blocks (list[TransformerBlock]): The blocks.
-        drop_rate (float): Dropout rate after the patch embedding.
-        norm (nn.Module): The norm after the blocks (or ``nn.Identity``).
-    """
+    """A patch embedding, blocks with the PEG after the first one, a norm
+    (or ``nn.Identity``)."""
 
     def __init__(self, patch_embed, blocks, drop_rate, norm):
         super().__init__()
@@ -113,8 +79,7 @@ class TwinsStage(nn.Module):
         self.norm = norm
 
     def forward(self, x, run_block):
-        """Map a feature map (B, C_in, H, W) to tokens (B, h*w, C) and their
-        grid (h, w); each block runs as ``run_block(block, x, hw_shape)``."""
+        """Tokens (B, h*w, C) and their grid (h, w) of a map (B, C, H, W)."""
         x, hw_shape = self.patch_embed(x)
         x = self.drop_after_embed(x)
         for i, block in enumerate(self.blocks):
@@ -128,46 +93,33 @@ class TwinsStage(nn.Module):
 class PCPVT(BaseBackbone):
     """Twins-PCPVT.
 
-    A PyTorch implementation of `Twins: Revisiting the Design of Spatial
-    Attention in Vision Transformers <https://arxiv.org/abs/2104.13840>`_:
-    four stages of blocks with global sub-sampled attention (GSA), at
-    strides 4, 8, 16 and 32; each stage's map must be at least ``sr_ratio``
-    tokens a side (inputs of 29x29 pixels for the released archs).
+    `Twins <https://arxiv.org/abs/2104.13840>`_: four stages of global
+    sub-sampled attention (GSA) at strides 4, 8, 16 and 32; inputs of at
+    least 29x29 pixels for the released archs.
 
     Args:
-        arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``,
-            ``'l'``/``'large'``, or a dict of per-stage lists with the keys
-            ``embed_dims``, ``depths``, ``num_heads``, ``mlp_ratios`` and
-            ``sr_ratios``. Defaults to ``'s'``.
+        arch (str | dict): ``'s'``, ``'b'``, ``'l'`` (or full names), or a
+            dict of per-stage lists. Defaults to ``'s'``.
         in_channels (int): Channels of the input image. Defaults to 3.
-        patch_sizes (Sequence[int], optional): Stride of each stage's patch
-            embedding. Defaults to (4, 2, 2, ...).
+        patch_sizes (Sequence[int], optional): Defaults to (4, 2, 2, ...).
         qkv_bias (bool): Query/key/value projection bias. Defaults to True.
-        drop_rate (float): Dropout rate after patch embeddings, attention
-            projections and MLP layers. Defaults to 0.
+        drop_rate (float): Dropout after projections. Defaults to 0.
         attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
-        drop_path_rate (float): Stochastic depth of the last block (rising
-            from 0 at the first). Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate. Defaults to 0.
         out_indices (int | Sequence[int]): Stages to output. Defaults to -1.
         out_type (str): ``'featmap'`` (B, C_i, H/s_i, W/s_i) or its mean
             ``'avg_featmap'`` (B, C_i). Defaults to ``'avg_featmap'``.
         norm_after_stage (bool | Sequence[bool], optional): Which stages
-            end with a norm (also before the next stage). Defaults to the
-            last stage only, as the official model.
-        norm_cfg (dict): Norms of the blocks and after stages. Defaults to
-            the official LN (eps 1e-6).
-        patch_norm_cfg (dict): Norms of the patch embeddings. Defaults to
-            the official LN (eps 1e-5).
-        sr_norm_cfg (dict): Norms after GSA's spatial reduction. Defaults
-            to the official LN (eps 1e-5).
+            end with a norm. Defaults to the last only, as officially.
+        norm_cfg (dict): Norms of the blocks and stages (LN, eps 1e-6).
+        patch_norm_cfg (dict): Norms of the patch embeddings (LN, eps 1e-5).
+        sr_norm_cfg (dict): Norms after GSA's reduction (LN, eps 1e-5).
         act_cfg (dict): The MLPs' activation. Defaults to GELU.
         frozen_stages (int): -1 freezes nothing, 0 the first patch
-            embedding, ``k`` the first ``k`` stages (with their patch
-            embeddings, position encodings and norms). Defaults to -1.
+            embedding, ``k`` the first ``k`` stages. Defaults to -1.
         norm_eval (bool): See :class:`BaseBackbone`. Defaults to False.
         with_cp (bool): See :class:`BaseBackbone`. Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config;
-            None: the official one (:meth:`init_weights`). Defaults to None.
+        init_cfg (dict | list[dict], optional): None: the official one.
 
     Examples:
         >>> import torch
@@ -261,7 +213,7 @@ class PCPVT(BaseBackbone):
 
     def _build_attention(self, stage, index, num_heads, attn_cfg,
                          sr_norm_cfg):
-        """The attention of block ``index`` of ``stage``: GSA everywhere."""
+        """GSA in every block."""
         return SpatialReductionAttention(
             self.embed_dims[stage],
             num_heads,
@@ -271,9 +223,7 @@ class PCPVT(BaseBackbone):
             **attn_cfg)
 
     def stage_token_grids(self, height, width):
-        """The token grid of each built stage: every patch embedding pads
-        its input to a multiple of its patch size; GSA needs a grid of at
-        least ``sr_ratio`` a side."""
+        """Each patch embedding pads to a multiple of its patch size."""
         grids, stride = [], 1
         for i in range(self.num_built_stages):
             p = self.patch_sizes[i]
@@ -291,9 +241,8 @@ class PCPVT(BaseBackbone):
         return f'stages.{last}.blocks.{len(self.stages[last].blocks) - 1}'
 
     def block_depth(self, name):
-        """As :meth:`BaseBackbone.stage_depth`: a patch embedding with the
-        block before it, the position encoding with the first block and a
-        norm with the last (the final norm after all blocks)."""
+        """A patch embedding goes with the block before it, the PEG with the
+        first block, a norm with the last (the final norm after all)."""
 
         def part_offset(i, part):
             if part == 'norm' and i < len(self.stages) - 1:
@@ -308,8 +257,7 @@ class PCPVT(BaseBackbone):
         return list(self.stages[:self.frozen_stages])
 
     def init_weights(self):
-        """The official initialization, unless ``init_cfg`` says otherwise
-        (e.g. ``dict(type='Pretrained', ...)``)."""
+        """The official initialization, unless ``init_cfg`` is given."""
         if self.init_cfg is not None:
             super().init_weights()
             return
@@ -336,15 +284,11 @@ class PCPVT(BaseBackbone):
 
 @MODELS.register_module()
 class SVT(PCPVT):
-    """Twins-SVT: :class:`PCPVT` whose blocks alternate between
-    locally-grouped self-attention (LSA, even blocks; it masks the padding
-    of maps whose sides are not multiples of the window) and global
-    sub-sampled attention (GSA, odd blocks).
+    """Twins-SVT: :class:`PCPVT` whose blocks alternate locally-grouped
+    attention (LSA, even blocks) and GSA (odd blocks).
 
     Args:
-        arch (str | dict): ``'s'``/``'small'``, ``'b'``/``'base'``,
-            ``'l'``/``'large'``, or a dict of per-stage lists with the keys
-            of :class:`PCPVT` and ``window_sizes``. Defaults to ``'s'``.
+        arch (str | dict): As :class:`PCPVT`, with ``window_sizes``.
         **kwargs: The other arguments of :class:`PCPVT`.
 
     Examples:
@@ -353,7 +297,7 @@ class SVT(PCPVT):
         >>> model = SVT(arch='s').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
         [torch.Size([1, 512])]
-    """  # noqa: E501
+    """
     arch_zoo = {
         **dict.fromkeys(['s', 'small'], svt_arch(64, [2, 2, 10, 4])),
         **dict.fromkeys(['b', 'base'], svt_arch(96, [2, 2, 18, 2])),

@@ -9,8 +9,8 @@ from mmtnt.registry import MODELS
 
 
 def _upsample(channels, times, norm_cfg, act_cfg):
-    """``times`` 2x2 stride-2 transposed convolutions, each but the last
-    followed by a norm and an activation."""
+    """``times`` 2x2 stride-2 transposed convolutions with norms and
+    activations between them."""
     layers = [nn.ConvTranspose2d(channels, channels, 2, stride=2)]
     for _ in range(times - 1):
         layers += [
@@ -23,27 +23,19 @@ def _upsample(channels, times, norm_cfg, act_cfg):
 
 @MODELS.register_module()
 class FeaturePyramid(BaseModule):
-    """Turn maps of one stride into a pyramid of several strides.
+    """Turn maps of one stride (e.g. TNT's 16) into a pyramid.
 
-    An isotropic backbone such as :class:`mmtnt.TNT` gives maps at a single
-    stride (16). Like the simple feature pyramids of BEiT and ViTDet, each
-    output level rescales a map by a power of two: upsampling by 2\\ :sup:`k`
-    is ``k`` 2x2 stride-2 transposed convolutions, downsampling a max
-    pooling with ``ceil_mode`` (``h x w`` cells become
-    ``ceil(h / 2^k) x ceil(w / 2^k)``). Channels are kept, so the pyramid
-    feeds multi-level heads with ``in_channels=[in_channels] * len(scales)``.
-    It takes a tuple of NCHW maps of one size: one map per level (e.g. the
-    outputs of four TNT blocks, shallow to deep) or one map for all.
+    As the simple pyramids of BEiT and ViTDet, each level rescales a map by
+    a power of two: up by transposed convolutions, down by max pooling
+    (``ceil_mode``). Channels are kept. It takes one NCHW map per level
+    (e.g. four TNT blocks, shallow to deep) or one map for all.
 
     Args:
         in_channels (int): Channels of the input maps (and of the outputs).
-        scales (Sequence[float]): Rescaling factor of each output level,
-            powers of two. Defaults to ``(4, 2, 1, 0.5)``: strides 4, 8, 16
-            and 32 from stride-16 maps.
-        norm_cfg (dict): The norm between two transposed convolutions.
-            Defaults to ``dict(type='BN')``.
-        act_cfg (dict): The activation after that norm. Defaults to
-            ``dict(type='GELU')``.
+        scales (Sequence[float]): Rescaling factor (a power of two) of each
+            level. Defaults to ``(4, 2, 1, 0.5)``.
+        norm_cfg (dict): Norm between transposed convolutions. Default: BN.
+        act_cfg (dict): Activation after that norm. Defaults to GELU.
         init_cfg (dict | list[dict], optional): Initialization config.
 
     Examples:
@@ -83,8 +75,7 @@ class FeaturePyramid(BaseModule):
             self.levels.append(level)
 
     def forward(self, inputs):
-        """Rescale ``inputs`` (a tuple of one map, or of one map per level)
-        into a tuple of one map per level."""
+        """Rescale one map, or one map per level, into one map per level."""
         inputs = tuple(inputs)
         if len(inputs) not in (1, len(self.levels)):
             raise ValueError(
