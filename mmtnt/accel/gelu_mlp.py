@@ -23,14 +23,7 @@ CHUNK_BYTES = 2 * 2**20
 
 def rows_per_chunk(rows, hidden_features, element_size):
     """How many of ``rows`` to compute at once: all if the hidden tensor
-    fits in :data:`CHUNK_ABOVE_BYTES`, else about :data:`CHUNK_BYTES`.
-
-    Examples:
-        >>> rows_per_chunk(6272, 1024, 4)  # 24.5 MiB: one chunk
-        6272
-        >>> rows_per_chunk(25088, 512, 4)  # 49 MiB: chunks of 2 MiB
-        1024
-    """
+    fits in :data:`CHUNK_ABOVE_BYTES`, else about :data:`CHUNK_BYTES`."""
     row_bytes = hidden_features * element_size
     if rows * row_bytes <= CHUNK_ABOVE_BYTES:
         return rows
@@ -184,12 +177,8 @@ def gelu_mlp(x, fc1, fc2, approximate='none', norm=None):
         x (Tensor): Input of shape (..., in_features).
         fc1 (nn.Linear): The first layer.
         fc2 (nn.Linear): The second layer.
-        approximate (str): The GELU's ``approximate`` (``'none'`` or
-            ``'tanh'``).
+        approximate (str): The GELU's ``approximate``: 'none' or 'tanh'.
         norm (nn.Module, optional): A norm applied to ``x`` first.
-
-    Returns:
-        Tensor: Shape (..., fc2.out_features).
 
     Examples:
         >>> import torch

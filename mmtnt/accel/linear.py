@@ -111,9 +111,6 @@ def linear(x, weight, bias=None):
         weight (Tensor): Shape (out_features, in_features).
         bias (Tensor, optional): Shape (out_features, ).
 
-    Returns:
-        Tensor: Shape (..., out_features).
-
     Examples:
         >>> import torch
         >>> x, weight = torch.rand(2, 5, 8), torch.rand(4, 8)
