@@ -17,10 +17,9 @@ from ..utils import (normalize_out_indices, resize_pos_embed, resolve_arch,
 
 
 class TokenGrid(NamedTuple):
-    """Where the tokens of a stage lie: grid ``hw`` (row-major,
-    ``ceil(H / stride)`` by ``ceil(W / stride)``), ``stride``, ``channels``
-    and ``min_side``, the smallest grid side the stage takes (``sr_ratio``).
-    """
+    """Where the tokens of a stage lie: grid ``hw`` (row-major, ``ceil(H /
+    stride)`` by ``ceil(W / stride)``), ``stride``, ``channels`` and
+    ``min_side``, the smallest grid side the stage takes (``sr_ratio``)."""
     hw: Tuple[int, int]
     stride: int
     channels: int
@@ -48,12 +47,10 @@ class BaseBackbone(BaseModule):
             with the keys :attr:`essential_keys`.
         out_indices (int | Sequence[int]): Stages whose output is returned;
             negative indices count from the end.
-        out_type (str): What is returned for each output, one of
-            :attr:`out_types`.
+        out_type (str): The form of each output, one of :attr:`out_types`.
         frozen_stages (int): Stages to freeze; -1 freezes nothing, 0 only
             the embeddings. Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers in eval mode while training.
-            Defaults to False.
+        norm_eval (bool): Keep BatchNorms in eval mode. Defaults to False.
         with_cp (bool): Recompute each block in the backward pass (saves
             memory). Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config.
