@@ -1,5 +1,5 @@
-"""Class activation maps of mmtnt classifiers (``tools/visualization/
-vis_cam.py``), through ``pytorch_grad_cam`` (the ``grad-cam`` package)."""
+"""Class activation maps of mmtnt classifiers through ``pytorch_grad_cam``
+(``tools/visualization/vis_cam.py``)."""
 from .cam import METHODS, CAMReshape, blend_cam, compute_cam, crop_to_image
 from .inputs import build_classifier, load_image
 from .target_layers import (default_target_layers, layer_expression,

@@ -1,11 +1,6 @@
 """Class activation maps (CAM) of mmtnt classifiers, through
-``pytorch_grad_cam`` (the ``grad-cam`` package).
-
-The backbones emit tokens, which :class:`CAMReshape` lays out as maps on
-the token grids that every mmtnt backbone declares for the input size
-(``stage_token_grids``), resampled to the image's own extent where the
-backbone padded it.
-"""
+``pytorch_grad_cam``: :class:`CAMReshape` lays tokens out on the grids the
+backbone declares (``stage_token_grids``)."""
 import mmcv
 import numpy as np
 import pytorch_grad_cam
@@ -33,20 +28,14 @@ METHODS = {
 
 
 def crop_to_image(fmap, stride, image_hw):
-    """Resample a map whose cells are ``stride`` pixels, laid from the
-    top-left corner over an image padded at the bottom and right, so that
-    it spans the image only; the cells keep their number, each bilinearly
-    sampled at the position of its centre on the image.
+    """Resample a map of ``stride``-pixel cells over an image padded at
+    the bottom and right so that its h x w cells span the image only.
 
     Args:
-        fmap (Tensor): Shape (B, C, h, w), covering ``h * stride`` x
-            ``w * stride`` pixels.
+        fmap (Tensor): Shape (B, C, h, w).
         stride (int): Pixels per cell.
         image_hw (tuple[int, int]): The image (H, W), at most the covered
             size.
-
-    Returns:
-        Tensor: Shape (B, C, h, w), covering H x W pixels.
 
     Examples:
         >>> import torch
@@ -69,21 +58,22 @@ def crop_to_image(fmap, stride, image_hw):
 
 class CAMReshape:
     """The ``reshape_transform`` of ``pytorch_grad_cam`` for mmtnt's
-    backbones: lay a target layer's output out as a map (B, C, h, w) over
-    the input image.
+    backbones: lay a target layer's output out as a map (B, C, h, w).
 
-    A forward pre-hook records the size of the backbone's input, whose
-    stage token grids say where tokens lie: tokens (B, N, C) after the
-    extra ones (TNT's class token) fill the grid with as many cells row by
-    row; maps (B, C, h, w) pass as they are. Either is then resampled to the
-    image's own extent (:func:`crop_to_image`).
+    Tokens (B, N, C) after the extra ones fill the stage grid of N cells of
+    the backbone's input (recorded by a pre-hook); maps pass as they are.
 
     Args:
         model (ImageClassifier): The model, with a ``backbone``.
 
     Examples:
+        >>> from mmengine.config import Config
+        >>> from mmtnt.visualization import build_classifier
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
+        >>> model = build_classifier(cfg)
         >>> import torch
-        >>> reshape = CAMReshape(model)  # the Fashion-MNIST demo's TNT
+        >>> reshape = CAMReshape(model)
         >>> logits = model(torch.rand(1, 1, 32, 32))
         >>> reshape(torch.rand(1, 17, 64)).shape  # class token + 4x4
         torch.Size([1, 64, 4, 4])
@@ -112,8 +102,7 @@ class CAMReshape:
         if self.input_shape is None:
             raise RuntimeError('Run the model before reshaping its outputs.')
         batch, _, height, width = self.input_shape
-        # Backbones other than mmtnt's declare no grids: maps pass as they
-        # are.
+        # Backbones other than mmtnt's declare no grids.
         stage_token_grids = getattr(self.backbone, 'stage_token_grids',
                                     lambda height, width: [])
         grids = stage_token_grids(height, width)
@@ -146,8 +135,7 @@ class CAMReshape:
 
 
 def class_scores(model, logits):
-    """Probabilities from the head's logits: sigmoid for multi-label heads,
-    softmax otherwise."""
+    """Sigmoid of the logits for multi-label heads, else softmax."""
     from mmpretrain.models.heads import MultiLabelClsHead
     if isinstance(model.head, MultiLabelClsHead):
         return logits.sigmoid()
@@ -166,27 +154,29 @@ def compute_cam(model,
     Args:
         model (ImageClassifier): The model; its forward returns logits.
         inputs (Tensor): One preprocessed image (1, C, H, W).
-        target_layers (list[str | nn.Module], optional): Layers (or their
-            expressions, see :func:`resolve_layer`). Defaults to
-            :func:`default_target_layers`.
+        target_layers (list[str | nn.Module], optional): Layers or their
+            expressions. Defaults to :func:`default_target_layers`.
         method (str): A key of :data:`METHODS`. Defaults to ``'gradcam'``.
         categories (list[int], optional): Classes to explain. Defaults to
             the predicted one.
-        eigen_smooth (bool): Keep the first principal component of the
-            weighted outputs. Defaults to False.
-        aug_smooth (bool): Average over flipped and rescaled-intensity
-            copies. Defaults to False.
+        eigen_smooth (bool): Keep the first principal component. Defaults
+            to False.
+        aug_smooth (bool): Average over augmented copies. Defaults to False.
 
     Returns:
-        tuple[np.ndarray, list[int], list[float]]: The maps (K, H, W),
-        float32 in [0, 1], one per category; the categories; their scores
-        (probabilities).
+        tuple[np.ndarray, list[int], list[float]]: The maps (K, H, W) in
+        [0, 1], the categories and their probabilities.
 
     Examples:
+        >>> from mmengine.config import Config
+        >>> from mmtnt.visualization import build_classifier
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
+        >>> model = build_classifier(cfg)
         >>> import torch
-        >>> cams, cats, scores = compute_cam(model, torch.rand(1, 3, 64, 80))
+        >>> cams, cats, scores = compute_cam(model, torch.rand(1, 1, 32, 32))
         >>> cams.shape, len(cats)
-        ((1, 64, 80), 1)
+        ((1, 32, 32), 1)
     """
     if method.lower() not in METHODS:
         raise ValueError(f'Unknown CAM method {method!r}: choose one of '
@@ -204,8 +194,7 @@ def compute_cam(model,
     inputs = inputs.to(device)
     reshape = CAMReshape(model)
     try:
-        # A forward without gradients: the scores, and a check that every
-        # target layer's output can be laid out as a map.
+        # The scores, and a check that every target output can be a map.
         errors = []
 
         def check(module, args, output):
@@ -253,11 +242,10 @@ def blend_cam(image, cam, image_weight=0.5):
     Args:
         image (np.ndarray): HxWx3 uint8 BGR (or HxW grayscale).
         cam (np.ndarray): HxW in [0, 1].
-        image_weight (float): The image's share of the blend.
-            Defaults to 0.5.
+        image_weight (float): The image's share. Defaults to 0.5.
 
     Returns:
-        np.ndarray: HxWx3 uint8 BGR, the map in the jet colour map.
+        np.ndarray: HxWx3 uint8 BGR.
 
     Examples:
         >>> import numpy as np

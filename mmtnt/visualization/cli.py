@@ -1,5 +1,4 @@
-"""The command line of ``tools/visualization/vis_cam.py``: draw the class
-activation map of an mmtnt classifier on an image and save it as a PNG."""
+"""The command line of ``tools/visualization/vis_cam.py``."""
 import argparse
 import os.path as osp
 
@@ -13,8 +12,7 @@ from .target_layers import (default_target_layers, layer_expression,
 
 
 def parse_args(argv=None):
-    """Parse the command line of ``vis_cam.py`` (``argv``, else
-    ``sys.argv``); an unknown ``--method`` is a usage error."""
+    """Parse the command line of ``vis_cam.py``."""
     parser = argparse.ArgumentParser(
         description='Draw the class activation map of an mmtnt classifier '
         'on an image.')
@@ -69,15 +67,8 @@ def parse_args(argv=None):
 
 
 def output_paths(save_path, categories):
-    """One PNG per category: ``save_path`` itself for one category,
+    """A path (None: shown) per category: ``save_path`` for one category,
     ``NAME_<category>.EXT`` for several.
-
-    Args:
-        save_path (str | None): ``--save-path``; None shows the pictures.
-        categories (list[int]): The categories drawn.
-
-    Returns:
-        list[str | None]: A path (or None) per category.
 
     Examples:
         >>> output_paths('cam.png', [1, 7])
@@ -92,26 +83,9 @@ def output_paths(save_path, categories):
 
 
 def main(argv=None):
-    """Draw the CAM of each target category of an image and save it (or
-    show it, without ``--save-path``), printing the target layers and each
-    category's score.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Raises:
-        SystemExit: With ``Error: ...`` when the config builds no image
-            classifier, or the image, the target layers or the categories
-            do not suit the model.
-
-    Examples:
-        >>> main(['shirt.png', 'configs/demo/tnt-demo_1xb128_fashion-mnist.py',
-        ...       'work_dirs/demo/epoch_4.pth', '--save-path', 'cam.png'])
-        ... # doctest: +SKIP
-        Target layers: backbone.blocks[3].outer.norm1
-        Target category: 1 (Trouser), score 0...
-        Saved the CAM to cam.png
-    """
+    """Draw the CAM of each target category of an image and save (or show)
+    it; ``SystemExit`` with ``Error: ...`` for what does not suit the
+    model."""
     args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options)
     try:

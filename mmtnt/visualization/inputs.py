@@ -1,6 +1,4 @@
-"""The classifier and the image of a class activation map, as in testing:
-the config's model with its weights, and the image through the config's
-test pipeline and the model's data preprocessor."""
+"""The classifier and the image of a class activation map, as in testing."""
 import mmcv
 import numpy as np
 from mmengine.dataset import Compose, default_collate
@@ -17,12 +15,8 @@ def build_classifier(cfg, checkpoint=None, device='cpu'):
         device (str): Where to put the model. Defaults to ``'cpu'``.
 
     Returns:
-        ImageClassifier: The model in eval mode, every parameter taking
-        gradients (a CAM needs them at the target layer, whatever the config
-        freezes).
-
-    Raises:
-        ValueError: If the config is not an image classifier's.
+        ImageClassifier: In eval mode, every parameter taking gradients (a
+        CAM needs them, whatever the config freezes).
 
     Examples:
         >>> from mmengine.config import Config
@@ -51,14 +45,7 @@ def build_classifier(cfg, checkpoint=None, device='cpu'):
 
 
 def image_pipeline(cfg):
-    """The config's test pipeline, without its image-loading transform.
-
-    Args:
-        cfg (Config): The full config.
-
-    Returns:
-        list[dict]: The transform configs.
-    """
+    """The config's test pipeline, without its image-loading transform."""
     if 'test_dataloader' in cfg:
         dataset = cfg.test_dataloader.dataset
         while 'dataset' in dataset:  # dataset wrappers
@@ -73,10 +60,8 @@ def image_pipeline(cfg):
 
 
 def load_image(img, cfg, model):
-    """Read an image and prepare it as in testing.
-
-    The image is read in grayscale when the model's data preprocessor
-    normalises one channel (the Fashion-MNIST demo), else in colour (BGR).
+    """Read an image (grayscale for a one-channel model) and prepare it as
+    in testing.
 
     Args:
         img (str | np.ndarray): An image file, or an HxW(xC) uint8 array.
@@ -89,8 +74,12 @@ def load_image(img, cfg, model):
 
     Examples:
         >>> import numpy as np
+        >>> from mmengine.config import Config
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
+        >>> model = build_classifier(cfg)
         >>> inputs, image = load_image(np.zeros((28, 28), np.uint8), cfg,
-        ...                            model)  # the Fashion-MNIST demo's
+        ...                            model)
         >>> inputs.shape, image.shape
         (torch.Size([1, 1, 32, 32]), (32, 32, 3))
     """

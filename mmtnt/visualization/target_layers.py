@@ -21,8 +21,7 @@ def layer_expression(name):
 
 
 def _children(module, expression):
-    """The expressions of the children of ``module``, named
-    ``expression``."""
+    """The expressions of the children of ``module``."""
     names = [
         layer_expression(f'{expression}.{n}' if expression else n)
         for n, _ in module.named_children()
@@ -35,8 +34,8 @@ _STEP = re.compile(r'(?:^|\.)([A-Za-z_]\w*)|\[\s*(-?\d+)\s*\]')
 
 
 def _steps(expression):
-    """The attribute names and integer indices ``expression`` is made of,
-    in order; None when it is not made of them alone."""
+    """The attribute names and integer indices of ``expression``, or
+    None."""
     expression = expression.strip()
     steps, end = [], 0
     for match in _STEP.finditer(expression):
@@ -56,17 +55,17 @@ def resolve_layer(model, expression):
     Args:
         model (nn.Module): The model.
         expression (str): Attributes and integer indices from the model,
-            e.g. ``'backbone.stages[-1].blocks[-1].norm1'``; a
-            ``named_modules`` name (``'backbone.stages.3.norm'``) works too.
-
-    Returns:
-        nn.Module: The layer.
+            e.g. ``'backbone.stages[-1].norm'``, or a ``named_modules`` name.
 
     Raises:
-        ValueError: If the expression names no submodule; the message lists
-            the submodules where the lookup stopped.
+        ValueError: Listing the submodules where the lookup stopped.
 
     Examples:
+        >>> from mmengine.config import Config
+        >>> from mmtnt.visualization import build_classifier
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
+        >>> model = build_classifier(cfg)
         >>> layer = resolve_layer(model, 'backbone.blocks[-1].outer.norm1')
         >>> type(layer).__name__, layer is resolve_layer(
         ...     model, 'backbone.blocks.3.outer.norm1')
@@ -117,23 +116,16 @@ def layer_name(model, layer):
 
 
 def default_target_layers(model):
-    """The layers whose CAM is drawn unless ``--target-layers`` is given.
-
-    - mmtnt backbones: the layer whose tokens their last output is made
-      from (``token_layer``): the final norm, or the last stage's, whose
-      tokens the head averages; for TNT with a class-token output, the norm
-      before the last block's sentence attention, where the class token
-      reads the sentences.
-    - Other backbones: the last normalisation layer of the backbone.
-
-    Args:
-        model (ImageClassifier): The model.
-
-    Returns:
-        list[str]: Target layer expressions.
+    """The layers whose CAM is drawn unless ``--target-layers`` is given:
+    the backbone's ``token_layer()`` for mmtnt's, else its last norm.
 
     Examples:
-        >>> default_target_layers(model)  # the Fashion-MNIST demo's TNT
+        >>> from mmengine.config import Config
+        >>> from mmtnt.visualization import build_classifier
+        >>> cfg = Config.fromfile(
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
+        >>> model = build_classifier(cfg)
+        >>> default_target_layers(model)
         ['backbone.blocks[3].outer.norm1']
     """
     backbone = model.backbone
