@@ -1,15 +1,6 @@
 """The command lines of ``tools/dataset_converters/``:
-``prepare_fashion_mnist.py`` (:func:`fashion_mnist_main`) and
-``make_demo_scenes.py`` (:func:`demo_scenes_main`).
-
-Both read the Fashion-MNIST idx files of the Debian package
-``dataset-fashion-mnist``, or of the folder given with ``--src``.
-
-Examples:
-    >>> fashion_mnist_main(['data/fashion_mnist'])  # doctest: +SKIP
-    Fashion-MNIST already complete in data/fashion_mnist
-    0
-"""
+``prepare_fashion_mnist.py`` and ``make_demo_scenes.py``, reading the
+Fashion-MNIST files of the Debian package, or of ``--src``."""
 import argparse
 import os.path as osp
 import sys
@@ -19,15 +10,7 @@ from .fashion_mnist import DEB_PACKAGE, prepare
 
 def build_parser(description, default_out_dir):
     """A parser of ``[OUT_DIR] [--src DIR]``, the options both commands
-    take.
-
-    Args:
-        description (str): What the command does, for ``--help``.
-        default_out_dir (str): ``OUT_DIR`` when it is not given.
-
-    Returns:
-        argparse.ArgumentParser: The parser, to add options to.
-    """
+    take."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         'out_dir',
@@ -49,17 +32,8 @@ def fail(error):
 
 
 def fashion_mnist_main(argv=None):
-    """Run ``prepare_fashion_mnist.py``:
-    :func:`mmtnt.datasets.fashion_mnist.prepare` and a line that says what
-    it did.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        int: The exit status: 0, or 1 (with an ``error:`` line on stderr)
-        when the files are missing or broken.
-    """
+    """Run ``prepare_fashion_mnist.py`` on ``argv`` (else ``sys.argv``);
+    returns the exit status."""
     parser = build_parser(
         'Un-gzip Fashion-MNIST (Debian package '
         f'{DEB_PACKAGE}) into the layout of mmpretrain\'s FashionMNIST.',
@@ -77,23 +51,9 @@ def fashion_mnist_main(argv=None):
 
 
 def demo_scenes_main(argv=None):
-    """Run ``make_demo_scenes.py``: :func:`mmtnt.datasets.demo_scenes.build`
-    and what it wrote.
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Returns:
-        int: The exit status: 0, or 1 (with an ``error:`` line on stderr)
-        when the Fashion-MNIST files are missing.
-
-    Examples:
-        >>> demo_scenes_main(['data/demo_scenes'])  # doctest: +SKIP
-        Demo scenes already complete in data/demo_scenes
-        0
-    """
-    # scikit-image is imported here: the Fashion-MNIST command runs
-    # without it.
+    """Run ``make_demo_scenes.py`` on ``argv`` (else ``sys.argv``);
+    returns the exit status."""
+    # Imported here: the Fashion-MNIST command runs without scikit-image.
     from .demo_scenes import build
     parser = build_parser(
         'Build the COCO-format detection and ADE20K-format segmentation '

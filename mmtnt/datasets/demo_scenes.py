@@ -1,19 +1,9 @@
 """Build the detection and segmentation demo datasets ("demo scenes").
 
-Fashion-MNIST items (t-shirt, trouser, sneaker, bag) are cut out, coloured
-and pasted, 2 to 4 per 128x128 scene, onto crops of the pictures that
-scikit-image ships; nothing is downloaded. The scenes are written in the
-COCO and ADE20K formats (layout in docs/datasets.md): COCO boxes and
-polygons outline the visible part of each item; ADE20K label maps hold 0
-"other" (ignored), 1 the scene behind the items, 2.. the item classes
-(``CLASSES_SEG`` with ``reduce_zero_label=True``). The scenes are the same,
-byte for byte, for the same seed and library versions.
-
-Examples:
-    >>> from mmtnt.datasets.demo_scenes import build
-    >>> summary = build('data/demo_scenes')  # doctest: +SKIP
-    >>> summary['ade_train'], summary['coco_val'][0]  # doctest: +SKIP
-    (300, 100)
+Fashion-MNIST items are coloured and pasted, 2 to 4 per 128x128 scene, onto
+crops of scikit-image's pictures, and written in the COCO and ADE20K
+formats (docs/datasets.md); ADE20K maps hold 0 "other" (ignored), 1 the
+background, 2.. the items. The same seed gives the same bytes.
 """
 import gzip
 import io
@@ -36,8 +26,7 @@ from .fashion_mnist import find_sources
 ITEM_CLASSES = {0: 'tshirt', 1: 'trouser', 7: 'sneaker', 8: 'bag'}
 CLASSES = tuple(ITEM_CLASSES.values())
 CLASSES_SEG = ('background', ) + CLASSES
-# Pictures shipped inside scikit-image (no download); the grey ones
-# (textures) get a random tint.
+# Pictures shipped with scikit-image; the grey ones get a random tint.
 BACKGROUNDS = ('astronaut', 'chelsea', 'coffee', 'rocket',
                'immunohistochemistry', 'brick', 'grass', 'gravel', 'camera',
                'moon')
@@ -61,16 +50,8 @@ def read_idx(path):
 
 
 def load_items(split, src=None):
-    """Fashion-MNIST items of the chosen classes of one split.
-
-    Args:
-        split (str): ``'train'`` or ``'t10k'``.
-        src (str, optional): Folder of the idx files. Defaults to the
-            Debian package's.
-
-    Returns:
-        dict: Class index (0..) -> uint8 array (N, 28, 28).
-    """
+    """Class index -> the (N, 28, 28) items of one split (``'train'`` or
+    ``'t10k'``)."""
     images, labels = map(
         read_idx,
         find_sources(
@@ -125,8 +106,7 @@ def make_item(rng, items):
     grey = transform.resize(grey, shape, order=1, anti_aliasing=False)
     if rng.random() < 0.5:
         grey = grey[:, ::-1]
-    # The item is what is clearly brighter than Fashion-MNIST's black
-    # backdrop: its largest connected part, holes filled.
+    # The item: the largest bright connected part, holes filled.
     mask = grey > 0.1
     parts, num = ndimage.label(mask)
     if num > 1:
@@ -142,19 +122,9 @@ def make_item(rng, items):
 
 
 def place(rng, canvas_masks, mask):
-    """Place ``mask`` where it leaves every item placed before at least
-    ``1 - MAX_HIDDEN`` visible and without holes.
-
-    Args:
-        rng (np.random.Generator): Draws the positions tried.
-        canvas_masks (list[list]): The items placed so far, as
-            ``[label, visible mask, full area]``.
-        mask (np.ndarray): The new item's mask (h, w).
-
-    Returns:
-        np.ndarray | None: ``mask`` at its place in an
-        ``IMAGE_SIZE``-square mask, or None when 20 tries found no place.
-    """
+    """``mask`` placed in a scene-sized mask where it leaves every item of
+    ``canvas_masks`` (``[label, visible, area]``) at least ``1 -
+    MAX_HIDDEN`` visible and without holes; None after 20 tries."""
     height, width = mask.shape
     for _ in range(20):
         top = int(rng.integers(IMAGE_SIZE - height + 1))
@@ -175,11 +145,8 @@ def place(rng, canvas_masks, mask):
 
 
 def make_scene(rng, pictures, items):
-    """One scene: the RGB image (uint8) and its items, bottom to top.
-
-    Returns:
-        tuple: The image (H, W, 3) and a list of ``(label, visible_mask)``.
-    """
+    """One scene: the RGB image (uint8) and its ``(label, visible_mask)``
+    items, bottom to top."""
     image = make_background(rng, pictures)
     placed = []  # [label, visible mask, full area]
     for _ in range(int(rng.integers(NUM_ITEMS[0], NUM_ITEMS[1] + 1))):
@@ -190,11 +157,10 @@ def make_scene(rng, pictures, items):
         for entry in placed:
             entry[1] = entry[1] & ~full
         placed.append([label, full, int(full.sum())])
-        # Paste with a soft (anti-aliased) edge.
+        # Paste with a soft edge, the colour spread into it.
         alpha = ndimage.gaussian_filter(full.astype(np.float32), 0.6)
         colour = np.zeros_like(image)
         colour[full] = rgb[mask]
-        # spread the colour into the soft edge outside the mask
         nearest = ndimage.distance_transform_edt(
             ~full, return_distances=False, return_indices=True)
         colour = colour[nearest[0], nearest[1]]
@@ -204,11 +170,8 @@ def make_scene(rng, pictures, items):
 
 
 def polygons(mask):
-    """COCO polygons ``[[x1, y1, x2, y2, ...], ...]`` outlining ``mask``.
-
-    Pixel ``(row, col)`` covers ``[col, col + 1) x [row, row + 1)``; the
-    outlines run half-way between pixels inside and outside the mask.
-    """
+    """COCO polygons outlining ``mask``, half-way between the pixels in
+    and out of it."""
     out = []
     padded = np.pad(mask.astype(np.float32), 1)
     for contour in measure.find_contours(padded, 0.5):
@@ -221,14 +184,14 @@ def polygons(mask):
 
 
 def encode_jpeg(image):
-    """The bytes of ``image`` (H, W, 3 uint8 RGB) as a JPEG file."""
+    """``image`` (RGB uint8) as JPEG bytes."""
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format='JPEG', quality=JPEG_QUALITY)
     return buffer.getvalue()
 
 
 def encode_png(label_map):
-    """The bytes of ``label_map`` (H, W uint8) as a PNG file."""
+    """``label_map`` (uint8) as PNG bytes."""
     buffer = io.BytesIO()
     Image.fromarray(label_map).save(buffer, format='PNG')
     return buffer.getvalue()
@@ -318,31 +281,21 @@ def build_ade(root, split, count, seed, pictures, items):
 
 
 def build(out_dir, num_train=300, num_val=100, seed=0, src=None):
-    """Build both datasets into ``out_dir`` (``coco/`` and ``ade/``).
-
-    The data are built in a temporary folder inside ``out_dir`` and moved
-    into place when complete; a stamp file records the settings.
+    """Build both datasets into ``out_dir`` (``coco/`` and ``ade/``),
+    moved into place when complete.
 
     Args:
         out_dir (str): The output folder, made if missing.
         num_train (int): Training scenes of each dataset. Defaults to 300.
         num_val (int): Validation scenes of each dataset. Defaults to 100.
         seed (int): The seed the scenes derive from. Defaults to 0.
-        src (str, optional): The folder of the Fashion-MNIST idx files,
-            gzipped or not. Defaults to the Debian package's.
+        src (str, optional): The folder of the Fashion-MNIST idx files.
+            Defaults to the Debian package's.
 
     Returns:
-        dict | None: What was written: ``coco_train`` and ``coco_val``
-        (images, objects), ``ade_train`` and ``ade_val`` (images); None
-        when ``out_dir`` already held the data of these settings.
-
-    Raises:
-        FileNotFoundError: When the Fashion-MNIST files are missing.
-
-    Examples:
-        >>> build('/tmp/scenes', num_train=12, num_val=4)  # doctest: +SKIP
-        {'coco_train': (12, 31), 'ade_train': 12, 'coco_val': (4, 13),
-         'ade_val': 4}
+        dict | None: ``coco_train``/``coco_val`` (images, objects) and
+        ``ade_train``/``ade_val`` (images); None when ``out_dir`` already
+        held these settings' data.
     """
     settings = dict(
         num_train=num_train, num_val=num_val, seed=seed, version=1)
@@ -354,8 +307,7 @@ def build(out_dir, num_train=300, num_val=100, seed=0, src=None):
     items = {'train': load_items('train', src), 'val': load_items('t10k', src)}
     pictures = load_backgrounds()
     os.makedirs(out_dir, exist_ok=True)
-    # Build next to the destination, then swap in: no half-written data
-    # under the final name.
+    # No half-written data under the final name.
     tmp = tempfile.mkdtemp(dir=out_dir, prefix='.tmp-')
     try:
         summary = {}

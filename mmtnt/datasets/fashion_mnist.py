@@ -1,15 +1,6 @@
-"""Put Fashion-MNIST where mmpretrain's ``FashionMNIST`` dataset reads it.
-
-The four gzipped idx files come from the Debian package
-``dataset-fashion-mnist``, or from a folder ``src`` that holds them
-(gzipped or not); :func:`prepare` writes the un-gzipped files and does
-nothing when they are already there and complete. Standard library only.
-
-Examples:
-    >>> from mmtnt.datasets.fashion_mnist import prepare
-    >>> prepare('data/fashion_mnist')  # doctest: +SKIP
-    ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', ...]
-"""
+"""Put Fashion-MNIST where mmpretrain's ``FashionMNIST`` dataset reads it,
+from the Debian package ``dataset-fashion-mnist`` or a folder ``src``.
+Standard library only."""
 import gzip
 import os
 import shutil
@@ -19,8 +10,7 @@ import tempfile
 DEB_PACKAGE = 'dataset-fashion-mnist'
 DEB_DIR = '/usr/share/datasets/fashion-mnist'
 
-# Un-gzipped name -> (idx magic number, number of items).
-# 2051: unsigned-byte 3-d tensor (images), 2049: 1-d tensor (labels).
+# Un-gzipped name -> (idx magic number: 2051 images, 2049 labels; items).
 FILES = {
     'train-images-idx3-ubyte': (2051, 60000),
     'train-labels-idx1-ubyte': (2049, 60000),
@@ -31,13 +21,7 @@ IMAGE_SIZE = 28
 
 
 def expected_size(name):
-    """Byte size of a complete un-gzipped file.
-
-    Args:
-        name (str): A key of ``FILES``.
-
-    Returns:
-        int: The header's and the items' bytes.
+    """Byte size of a complete un-gzipped file (a key of ``FILES``).
 
     Examples:
         >>> expected_size('t10k-labels-idx1-ubyte')
@@ -50,16 +34,8 @@ def expected_size(name):
 
 
 def is_complete(path, name):
-    """Whether ``path`` is a complete idx file of the kind ``name`` names.
-
-    Args:
-        path (str): The file to check.
-        name (str): A key of ``FILES``: its magic number, item count and
-            size are checked.
-
-    Returns:
-        bool: True when the file exists with the expected size and header.
-    """
+    """Whether ``path`` is a complete idx file ``name`` (size and
+    header)."""
     if not os.path.isfile(path) or os.path.getsize(path) != expected_size(
             name):
         return False
@@ -71,9 +47,8 @@ def is_complete(path, name):
 
 
 def package_dirs():
-    """Folders that the Debian package installed the idx files into: those
-    ``dpkg -L`` lists (none without dpkg or the package), then
-    ``DEB_DIR``, the usual place."""
+    """The folders of the Debian package's idx files (``dpkg -L``), then
+    ``DEB_DIR``."""
     try:
         out = subprocess.run(['dpkg', '-L', DEB_PACKAGE],
                              capture_output=True,
@@ -86,25 +61,12 @@ def package_dirs():
         for line in out.stdout.splitlines():
             if line.endswith('train-images-idx3-ubyte.gz'):
                 dirs.append(os.path.dirname(line))
-    dirs.append(DEB_DIR)  # usual place, even if dpkg is unavailable
+    dirs.append(DEB_DIR)
     return dirs
 
 
 def find_source(name, src_dirs):
-    """First existing ``name`` or ``name.gz`` in ``src_dirs``.
-
-    Args:
-        name (str): An un-gzipped file name, e.g. a key of ``FILES``.
-        src_dirs (list[str]): Folders to look in, in order.
-
-    Returns:
-        str | None: The path found (the gzipped file first in each
-        folder), or None.
-
-    Examples:
-        >>> find_source('train-images-idx3-ubyte', package_dirs())
-        '/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz'
-    """
+    """The first ``name.gz`` or ``name`` in ``src_dirs``, or None."""
     for folder in src_dirs:
         for candidate in (name + '.gz', name):
             path = os.path.join(folder, candidate)
@@ -114,20 +76,8 @@ def find_source(name, src_dirs):
 
 
 def find_sources(names, src=None):
-    """The source file of each of ``names`` (keys of ``FILES``).
-
-    Args:
-        names (list[str]): Un-gzipped file names.
-        src (str, optional): The folder to look in. Defaults to the Debian
-            package's (:func:`package_dirs`).
-
-    Returns:
-        dict[str, str]: Name -> path (:func:`find_source`).
-
-    Raises:
-        FileNotFoundError: Naming the missing files, where it looked and
-            how to get them.
-    """
+    """Name -> source file of each of ``names``, in ``src`` else the
+    Debian package's folders; ``FileNotFoundError`` says how to get them."""
     src_dirs = [src] if src else package_dirs()
     sources = {name: find_source(name, src_dirs) for name in names}
     missing = [name for name, path in sources.items() if path is None]
@@ -143,8 +93,8 @@ def find_sources(names, src=None):
 
 
 def copy_uncompressed(src, dst):
-    """Write ``src`` (gzipped when it ends in ``.gz``) un-gzipped to
-    ``dst`` atomically: through a temporary file renamed when complete."""
+    """Write ``src`` un-gzipped to ``dst`` through a renamed temporary
+    file."""
     opener = gzip.open if src.endswith('.gz') else open
     folder = os.path.dirname(os.path.abspath(dst))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
@@ -160,26 +110,20 @@ def copy_uncompressed(src, dst):
 
 
 def prepare(out_dir, src=None):
-    """Fill ``out_dir`` with the four un-gzipped files of ``FILES``; files
-    already complete there are kept.
+    """Fill ``out_dir`` with the four un-gzipped files of ``FILES``,
+    keeping those already complete.
 
     Args:
         out_dir (str): The output folder, made if missing.
         src (str, optional): A folder holding the idx files, gzipped or
-            not. Defaults to the Debian package's (:func:`package_dirs`).
+            not. Defaults to the Debian package's.
 
     Returns:
         list[str]: The names written; empty when all were complete.
 
     Raises:
-        FileNotFoundError: When a source file is missing; the message says
-            where it looked and how to install the package.
+        FileNotFoundError: When a source file is missing.
         RuntimeError: When a source file is not a complete idx file.
-
-    Examples:
-        >>> prepare('data/fashion_mnist')  # doctest: +SKIP
-        ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte',
-         't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte']
     """
     todo = [
         name for name in FILES
