@@ -1,8 +1,5 @@
-"""FLOPs (:mod:`~mmtnt.analysis.flops`, :mod:`~mmtnt.analysis.complexity`),
-training logs (:mod:`~mmtnt.analysis.logs`) and mmseg's confusion matrix
-(:mod:`~mmtnt.analysis.seg_confusion`), with the command lines of
-``tools/analysis_tools/`` in :mod:`~mmtnt.analysis.cli`. The benchmarks
-live in ``benchmarks/`` at the repository root.
+"""FLOPs, training logs and mmseg's confusion matrix, with the command
+lines of ``tools/analysis_tools/`` (:mod:`~mmtnt.analysis.cli`).
 
 Examples:
     >>> from mmtnt.analysis import forward_macs

@@ -3,8 +3,8 @@
 import argparse
 
 import torch
-from mmengine.config import DictAction
 
+from ..utils.cli import add_cfg_options
 from .complexity import (COUNTER, SDPA_NOTE, TABLE_BEGIN, TABLE_END,
                          TABLE_HEADER, report, table_rows, write_doc)
 from .flops import analyze, load_config
@@ -13,8 +13,8 @@ from .tables import format_table
 
 
 def parse_shape(parser, shape, option='--shape'):
-    """An input size option (``H [W]``) as (H, W); a parser error if it is
-    not one or two positive integers; None stays None.
+    """An ``H [W]`` option as (H, W); a parser error if it is not one or
+    two positive integers; None stays None.
 
     Examples:
         >>> parse_shape(argparse.ArgumentParser(), [512])
@@ -47,11 +47,7 @@ def get_flops_args(argv=None):
         type=int,
         metavar='DEPTH',
         help='also print mmengine\'s per-module table down to this depth')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, as key=value pairs')
+    add_cfg_options(parser)
     parser.add_argument(
         '--table',
         action='store_true',
@@ -73,15 +69,7 @@ def get_flops_args(argv=None):
 
 def get_flops(argv=None):
     """``get_flops.py``: print the report of a config, or the papers'
-    table.
-
-    Args:
-        argv (list[str], optional): Instead of ``sys.argv[1:]``.
-
-    Examples:
-        >>> get_flops(['configs/tnt/tnt-s-p16_16xb64_in1k.py', '--shape',
-        ...            '384'])  # doctest: +SKIP
-    """
+    table; ``argv`` instead of ``sys.argv[1:]``."""
     args = get_flops_args(argv)
     torch.manual_seed(0)
     if args.table:
@@ -103,9 +91,8 @@ def get_flops(argv=None):
 
 
 def analyze_logs_args(argv=None):
-    """The options of ``analyze_logs.py`` in ``argv`` (else
-    ``sys.argv``): ``plot_curve LOG... --keys ... --out PNG`` or
-    ``cal_train_time LOG...``, ``task`` naming the subcommand."""
+    """The options of ``analyze_logs.py`` (``task`` names the
+    subcommand)."""
     parser = argparse.ArgumentParser(
         description='Plot curves or time iterations of mmengine logs.')
     sub = parser.add_subparsers(dest='task', required=True)
@@ -129,18 +116,8 @@ def analyze_logs_args(argv=None):
 
 
 def analyze_logs(argv=None):
-    """``analyze_logs.py``: ``plot_curve``
-    (:func:`~mmtnt.analysis.logs.plot_curve`) or ``cal_train_time``
-    (:func:`~mmtnt.analysis.logs.cal_train_time`); one line for a missing
-    log or key (``SystemExit``).
-
-    Args:
-        argv (list[str], optional): Arguments instead of ``sys.argv``.
-
-    Examples:
-        >>> analyze_logs(['cal_train_time', 'work_dirs/demo'])
-        ... # doctest: +SKIP
-    """
+    """``analyze_logs.py``: ``plot_curve`` or ``cal_train_time``; one
+    line (``SystemExit``) for a missing log or key."""
     args = analyze_logs_args(argv)
     try:
         {'plot_curve': plot_curve, 'cal_train_time': cal_train_time}[

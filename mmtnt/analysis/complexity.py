@@ -1,8 +1,5 @@
-"""The reports of ``get_flops.py``: a config's parameters and MACs by part
-(:func:`report`), and the ImageNet variants next to the papers' figures
-(:func:`table_rows`), which :func:`write_doc` puts into
-docs/model_complexity.md between :data:`TABLE_BEGIN` and :data:`TABLE_END`.
-"""
+"""The reports of ``get_flops.py``: a config's parameters and MACs by part,
+and the ImageNet variants next to the papers' figures."""
 import os.path as osp
 import re
 from collections import Counter
@@ -15,8 +12,7 @@ SDPA_NOTE = ('attention matmuls: counted; aten::scaled_dot_product_attention '
              'has no mmengine rule, a handle adds q@k^T + attn@v = '
              'batch*heads*Nq*Nk*(d_qk + d_v) MACs')
 
-# The published ImageNet-1k figures by variant (:func:`imagenet_variants`):
-# params (M), MACs (G); from the papers: TNT arXiv 2103.00112, PyramidTNT
+# Params (M), MACs (G) of the papers: TNT arXiv 2103.00112, PyramidTNT
 # arXiv 2201.00978, Twins arXiv 2104.13840.
 PAPER_NUMBERS = {
     'tnt-s': (23.8, 5.2),
@@ -66,8 +62,7 @@ def format_skipped(skipped):
 
 
 def report(path, cfg, result):
-    """The printed report of the config file ``path`` (loaded as ``cfg``)
-    from what :func:`mmtnt.analysis.flops.analyze` returned (``result``)."""
+    """The printed report of ``path`` from :func:`analyze`'s ``result``."""
     H, W = result['shape']
     padded = result['padded']
     input_line = f'1x3x{H}x{W} ({result["shape_source"]})'
@@ -107,13 +102,8 @@ def percent(value, reference):
 
 
 def table_rows():
-    """Count the classifiers of :func:`imagenet_variants` at their
-    published input sizes, next to :data:`PAPER_NUMBERS`.
-
-    Returns:
-        list[list[str]]: The cells of :data:`TABLE_HEADER`, one row per
-        variant.
-    """
+    """The cells of :data:`TABLE_HEADER` for each ImageNet variant, next
+    to :data:`PAPER_NUMBERS`."""
     rows = []
     for name, variant in imagenet_variants().items():
         paper_params, paper_macs = PAPER_NUMBERS[name]
@@ -131,15 +121,8 @@ def table_rows():
 
 
 def write_doc(path, table):
-    """Replace the text between :data:`TABLE_BEGIN` and :data:`TABLE_END`
-    of the Markdown file ``path`` with ``table`` (``SystemExit`` if it has
-    no such block).
-
-    Examples:
-        >>> write_doc('docs/model_complexity.md',
-        ...           format_table(TABLE_HEADER, table_rows()))
-        ... # doctest: +SKIP
-    """
+    """Replace the block between :data:`TABLE_BEGIN` and :data:`TABLE_END`
+    of the Markdown file ``path`` with ``table``."""
     with open(path) as f:
         text = f.read()
     pattern = re.escape(TABLE_BEGIN) + '.*?' + re.escape(TABLE_END)

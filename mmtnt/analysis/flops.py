@@ -1,22 +1,9 @@
 """Count the parameters and FLOPs (MACs) of the model of any config.
 
-The config's ``default_scope`` decides the forward counted: a classifier's
-logits on the test crop; a detector's ``'tensor'`` forward (with the RPN's
-proposals) on 800x1280, the "1280x800" of mmdet's figures; a segmentor's
-``'tensor'`` forward without the auxiliary head on the 512x512 ADE20K
-crop. Dense inputs are padded to the data preprocessor's size divisor.
-
-The counter is mmengine's :class:`~mmengine.analysis.FlopAnalyzer`
-(``torch.jit`` trace, fvcore's rules, one multiply-add as one FLOP: its
-"FLOPs" are MACs, the unit of the papers). :func:`flop_analyzer` adds the
-rule it lacks for ``aten::scaled_dot_product_attention``, through which
-all of mmtnt's attention runs. Element-wise operators are not counted.
-
-Examples:
-    >>> from mmtnt.analysis.flops import analyze, load_config
-    >>> result = analyze(load_config('configs/tnt/tnt-s-p16_16xb64_in1k.py'))
-    >>> result['shape'], round(result['macs'] / 1e9, 1)
-    ((224, 224), 5.2)
+A classifier is counted on its test crop, a detector's ``'tensor'`` forward
+on 800x1280 and a segmentor's (no auxiliary head) on 512x512, padded to the
+size divisor. The counter is mmengine's ``FlopAnalyzer`` (one multiply-add
+as one FLOP), plus a rule for ``aten::scaled_dot_product_attention``.
 """
 import math
 import os.path as osp
@@ -30,6 +17,7 @@ from mmengine.hub import get_config
 from mmengine.model import revert_sync_batchnorm
 
 from mmtnt.hub import model_index
+from mmtnt.utils.cli import load_config as load_config_file
 
 TASK_NAMES = dict(
     mmpretrain='classification', mmdet='detection', mmseg='segmentation')
@@ -37,29 +25,16 @@ TASK_NAMES = dict(
 DEFAULT_SHAPES = dict(
     mmdet=((800, 1280), 'the 1280x800 of mmdet\'s FLOPs figures'),
     mmseg=((512, 512), 'the ADE20K crop'))
-# The operator of all of mmtnt's attention products.
 ATTENTION_OP = 'scaled_dot_product_attention'
-# The row of the operators outside every part: the trace puts those of a
-# method called without __call__ (mmseg's ``decode_head.forward``) on the
-# model itself.
+# The row of what the trace puts on the model itself (e.g. methods called
+# without __call__, as mmseg's ``decode_head.forward``).
 REST = '(model itself)'
-# The short names of the architectures, as the arch_zoo aliases spell them.
 ARCH_LETTERS = dict(tiny='ti', small='s', medium='m', base='b', large='l')
 
 
 def sdpa_flop_jit(inputs, outputs):
     """MACs of ``aten::scaled_dot_product_attention``: ``q @ k^T`` and
-    ``attn @ v``, each ``batch * heads * Nq * Nk * d`` (the scaling, mask
-    and softmax are element-wise, not counted).
-
-    Args:
-        inputs (list[torch._C.Value]): The traced inputs: query
-            (..., Nq, d_qk), key (..., Nk, d_qk), value (..., Nk, d_v), ...
-        outputs (list[torch._C.Value]): The traced output (..., Nq, d_v).
-
-    Returns:
-        int: The MACs of the two products.
-    """
+    ``attn @ v`` (softmax and mask are element-wise, not counted)."""
     query, key, value = (get_shape(v) for v in inputs[:3])
     out = get_shape(outputs[0])
     # The output's leading dims are the broadcast batch and head dims.
@@ -68,8 +43,7 @@ def sdpa_flop_jit(inputs, outputs):
 
 
 def flop_analyzer(model, inputs):
-    """mmengine's FlopAnalyzer of ``model`` on ``inputs`` with the
-    attention handle, quiet; it traces on the first query.
+    """mmengine's FlopAnalyzer with the attention handle, quiet.
 
     Examples:
         >>> analyzer = flop_analyzer(nn.Linear(8, 4), (torch.rand(2, 8), ))
@@ -84,8 +58,7 @@ def flop_analyzer(model, inputs):
 
 
 def forward_macs(model, images):
-    """Multiply-adds of one forward pass of ``model`` (put in eval mode)
-    on ``images``, attention products included.
+    """Multiply-adds of one eval-mode forward of ``model`` on ``images``.
 
     Examples:
         >>> forward_macs(nn.Linear(8, 4), torch.rand(1, 8))
@@ -97,9 +70,8 @@ def forward_macs(model, images):
 
 
 class TensorForward(nn.Module):
-    """An OpenMMLab model called in ``'tensor'`` mode with fixed
-    ``data_samples``, so that it takes one tensor as a traced module must.
-    """
+    """A model called in ``'tensor'`` mode with fixed ``data_samples``, so
+    that it takes one tensor as a traced module must."""
 
     def __init__(self, model, data_samples=None):
         super().__init__()
@@ -118,7 +90,6 @@ def load_config(name, cfg_options=None, scopes=tuple(TASK_NAMES)):
             OpenMMLab package's config (mmengine's ``get_config``).
         cfg_options (dict, optional): Settings merged into it.
         scopes (Sequence[str]): The ``default_scope`` values accepted.
-            Defaults to those of :data:`TASK_NAMES`.
 
     Raises:
         SystemExit: A missing config, or another ``default_scope``.
@@ -132,12 +103,12 @@ def load_config(name, cfg_options=None, scopes=tuple(TASK_NAMES)):
             cfg = get_config(name)
         except (FileNotFoundError, ValueError) as error:
             raise SystemExit(f'config not found: {name} ({error})')
+        if cfg_options:
+            cfg.merge_from_dict(cfg_options)
     elif osp.isfile(name):
-        cfg = Config.fromfile(name)
+        cfg = load_config_file(name, cfg_options)
     else:
         raise SystemExit(f'config file not found: {name}')
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
     scope = cfg.get('default_scope')
     if scope not in scopes:
         raise SystemExit(f'{name}: its default_scope {scope!r} is none of '
@@ -146,14 +117,12 @@ def load_config(name, cfg_options=None, scopes=tuple(TASK_NAMES)):
 
 
 def imagenet_variants():
-    """The ImageNet-1k classifiers of mmtnt's model index, one per
-    backbone architecture (the first config of each).
+    """The ImageNet-1k classifiers of the model index, the first config of
+    each backbone architecture.
 
     Returns:
-        dict: Short name (``'tnt-s'``, ``'pyramidtnt-ti'``, ``'svt-b'``)
-        -> ``label`` (``'TNT-S'``), ``config`` (its file), ``backbone``
-        (``type`` and ``arch``, and ``img_size`` where the config's
-        backbone takes one) and ``side`` (the test crop).
+        dict: Short name (``'tnt-s'``) -> ``label``, ``config``,
+        ``backbone`` (``type``, ``arch``[, ``img_size``]) and ``side``.
 
     Examples:
         >>> variants = imagenet_variants()
@@ -183,23 +152,18 @@ def imagenet_variants():
 
 
 def build_eval_model(cfg):
-    """The config's model (:func:`mmtnt.apis.init_model`) on the CPU, in
-    eval mode, SyncBN layers replaced by BatchNorm, mmseg's auxiliary head
-    dropped.
-
-    Args:
-        cfg (Config): The full config.
+    """The config's model on the CPU in eval mode, SyncBN replaced by
+    BatchNorm, mmseg's auxiliary head dropped.
 
     Examples:
-        >>> model = build_eval_model(
-        ...     load_config('configs/tnt/tnt-s-p16_16xb64_in1k.py'))
+        >>> model = build_eval_model(load_config(
+        ...     'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'))
         >>> model.training
         False
     """
     from mmtnt.apis import init_model
     model = revert_sync_batchnorm(init_model(cfg))
     if getattr(model, 'auxiliary_head', None) is not None:
-        # mmseg's auxiliary head runs in training only.
         model.auxiliary_head = None
     model.eval()  # some train() overrides do not return the module
     return model
@@ -212,10 +176,9 @@ def default_shape(cfg):
         cfg (Config): The full config.
 
     Returns:
-        tuple[tuple[int, int], str]: The shape and its source: for a
-        classifier the last square ``crop_size`` (or ``scale``) of the test
-        (else val) pipeline, else the backbone's ``img_size``, else 224;
-        for a detector or segmentor :data:`DEFAULT_SHAPES`.
+        tuple[tuple[int, int], str]: The shape and its source: a
+        classifier's last square test crop, else the backbone's
+        ``img_size``, else 224; :data:`DEFAULT_SHAPES` for dense tasks.
 
     Examples:
         >>> default_shape(load_config(
@@ -241,9 +204,7 @@ def default_shape(cfg):
 
 
 def size_divisor(cfg):
-    """The divisor the data preprocessor pads test images to (1 if none):
-    ``pad_size_divisor`` (mmdet, mmpretrain) or ``size_divisor`` (mmseg,
-    also under the preprocessor's ``test_cfg``).
+    """The divisor the data preprocessor pads test images to (1 if none).
 
     Examples:
         >>> size_divisor(load_config(
@@ -260,9 +221,8 @@ def size_divisor(cfg):
 
 
 def data_samples(scope, shape, padded):
-    """Data samples of one image of ``shape`` padded to ``padded`` for the
-    ``'tensor'`` forward of a detector or a segmentor (``scope``); None for
-    a classifier.
+    """Data samples of one padded image for a dense ``'tensor'`` forward;
+    None for a classifier.
 
     Examples:
         >>> data_samples('mmdet', (100, 150), (128, 160))[0].pad_shape
@@ -290,10 +250,8 @@ def data_samples(scope, shape, padded):
 
 
 def model_parts(model, analyzer, params):
-    """(name, params, MACs) of each child of ``model`` with parameters or
-    MACs, then :data:`REST` with what the trace puts on the model itself,
-    if anything; from the ``analyzer`` of ``TensorForward(model)`` and
-    ``params``, ``parameter_count(model)``."""
+    """(name, params, MACs) of each child of ``model`` that has any, then
+    :data:`REST` if anything is left."""
     by_module = analyzer.by_module()
     parts = []
     for name, _ in model.named_children():
@@ -316,10 +274,8 @@ def analyze(cfg, shape=None):
             default if None.
 
     Returns:
-        dict: ``params``, ``macs``, ``attention_macs``, ``skipped`` (a
-        Counter of the uncounted operators), ``parts`` (see
-        :func:`model_parts`), ``shape``, ``padded``, ``shape_source`` and
-        ``analyzer`` (for per-module tables).
+        dict: ``params``, ``macs``, ``attention_macs``, ``skipped``,
+        ``parts``, ``shape``, ``padded``, ``shape_source`` and ``analyzer``.
 
     Examples:
         >>> result = analyze(load_config(

@@ -1,31 +1,17 @@
-"""Curves and iteration times of training runs, from the scalar logs
-mmengine writes (``<work_dir>/<timestamp>/vis_data/scalars.json``: one JSON
-object a line; training lines carry ``iter``, validation lines only
-``step``).
-
-Examples:
-    >>> from mmtnt.analysis import logs
-    >>> runs = [logs.load_scalars(logs.find_scalars('work_dirs/demo'))]
-    >>> fig = logs.draw_curves(runs, ['demo'], ['loss', 'accuracy/top1'])
-    >>> fig.savefig('curves.png')  # doctest: +SKIP
-"""
+"""Curves and iteration times of training runs, from mmengine's
+``<work_dir>/<timestamp>/vis_data/scalars.json`` (training lines carry
+``iter``, validation lines only ``step``)."""
 import glob
 import json
 import os.path as osp
 import statistics
 
-# The two kinds of records, in the order load_scalars returns them.
 SPLITS = ('train', 'val')
 
 
 def find_scalars(log):
-    """The ``scalars.json`` that ``log`` names: the file itself, or the
-    latest run's in a work directory (timestamped folders sort by time);
-    ``FileNotFoundError`` where there is none.
-
-    Args:
-        log (str): A ``scalars.json`` file or a work directory.
-    """
+    """The ``scalars.json`` file ``log``, or the latest run's in the work
+    directory ``log``."""
     if osp.isfile(log):
         return log
     found = sorted(glob.glob(osp.join(log, '*', 'vis_data', 'scalars.json')))
@@ -50,9 +36,8 @@ def load_scalars(path):
 
 
 def curve(records, key):
-    """The x and y values of ``key`` in the training or validation
-    ``records`` that log it: x is the iteration of a training line, the
-    ``step`` of a validation line.
+    """The x (``iter``, else ``step``) and y values of ``key`` in
+    ``records``.
 
     Examples:
         >>> curve([dict(loss=1.0, iter=5, step=5), dict(lr=0.1, iter=10,
@@ -65,21 +50,8 @@ def curve(records, key):
 
 
 def panels(runs, keys):
-    """The panels to draw: one per key and split that logs it (``time``
-    of training and of validation are two panels).
-
-    Args:
-        runs (list[tuple[list[dict], list[dict]]]): The training and
-            validation records of each run (:func:`load_scalars`).
-        keys (list[str]): The keys to draw.
-
-    Returns:
-        list[tuple[str, str, int]]: The title, key and split (0 training,
-        1 validation) of each panel, e.g. ``('time (val)', 'time', 1)``.
-
-    Raises:
-        SystemExit: When no run logs a key.
-    """
+    """(title, key, split) of each panel: one per key and split that logs
+    it; ``SystemExit`` when no run logs a key."""
     found = []
     for key in keys:
         splits = [
@@ -98,8 +70,7 @@ def panels(runs, keys):
 
 
 def x_label(train, split):
-    """What the x axis of a split counts: iterations for training records;
-    epochs or iterations for validation records, as the run validated."""
+    """What the x axis of a split counts: iterations, or epochs."""
     if split == 0:
         return 'iteration'
     return 'epoch' if any('epoch' in record for record in train) else \
@@ -118,12 +89,6 @@ def draw_curves(runs, legend, keys, title=None):
 
     Returns:
         matplotlib.figure.Figure: Drawn with the Agg backend.
-
-    Examples:
-        >>> fig = draw_curves([load_scalars('scalars.json')], ['run'],
-        ...                   ['loss', 'time'])
-        >>> [ax.get_title() for ax in fig.axes]
-        ['loss', 'time (train)', 'time (val)']
     """
     import matplotlib
     matplotlib.use('Agg')
@@ -152,8 +117,7 @@ def draw_curves(runs, legend, keys, title=None):
 
 
 def plot_curve(args):
-    """``plot_curve``: draw the curves of ``args.keys`` of ``args.logs``
-    (:func:`draw_curves`) and save them to ``args.out``."""
+    """``plot_curve``: draw ``args.keys`` of ``args.logs`` to ``args.out``."""
     runs = [load_scalars(find_scalars(log)) for log in args.logs]
     legend = args.legend or [osp.basename(osp.normpath(log))
                              for log in args.logs]
@@ -166,9 +130,8 @@ def plot_curve(args):
 
 
 def cal_train_time(args):
-    """``cal_train_time``: print the mean, slowest and fastest logged
-    iteration time of each of ``args.logs``, without the first logged
-    interval (warm-up) unless ``args.include_first``."""
+    """``cal_train_time``: print the iteration times of each log, without
+    the first (warm-up) unless ``args.include_first``."""
     for log in args.logs:
         path = find_scalars(log)
         train, _ = load_scalars(path)

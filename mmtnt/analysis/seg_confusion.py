@@ -1,19 +1,9 @@
 """mmseg's confusion matrix for configs that name their classes and reduce
-the zero label, as ADE20K's and mmtnt's demo configs do (the work of
-``tools/analysis_tools/seg_confusion_matrix.py``).
+the zero label (``tools/analysis_tools/seg_confusion_matrix.py``).
 
-mmseg's ``confusion_matrix.py`` reads the class names from the dataset
-class, empty when the config gives them, and lowers labels the test
-pipeline has lowered already (open-mmlab/mmsegmentation#1687). :func:`main`
-runs its own functions, loaded from the script's file
-(:func:`load_upstream`), on labels and predictions in the same range.
-
-Examples:
-    >>> upstream = load_upstream()
-    >>> dataset = upstream.DATASETS.build(cfg.test_dataloader.dataset)
-    >>> matrix = upstream.calculate_confusion_matrix(
-    ...     DatasetView(dataset),
-    ...     read_predictions('work_dirs/preds', dataset.reduce_zero_label))
+mmseg's script reads empty class names for such configs and lowers labels
+twice (open-mmlab/mmsegmentation#1687): :func:`main` runs its functions on
+labels and predictions in the same range.
 """
 import importlib.util
 import os
@@ -22,8 +12,9 @@ import sys
 
 import mmseg
 import numpy as np
-from mmengine.config import Config
 from PIL import Image
+
+from ..utils.cli import load_config
 
 UPSTREAM = osp.join(
     osp.dirname(mmseg.__file__), '.mim', 'tools', 'analysis_tools',
@@ -31,8 +22,7 @@ UPSTREAM = osp.join(
 
 
 def load_upstream():
-    """Import mmseg's script (what ``mim run mmseg confusion_matrix``
-    runs) as a module."""
+    """Import mmseg's ``confusion_matrix.py`` as a module."""
     spec = importlib.util.spec_from_file_location('mmseg_confusion_matrix',
                                                   UPSTREAM)
     module = importlib.util.module_from_spec(spec)
@@ -41,13 +31,8 @@ def load_upstream():
 
 
 class DatasetView:
-    """A dataset as mmseg's ``calculate_confusion_matrix`` reads it: the
-    class names of its ``metainfo``, and its labels as the test pipeline
-    loads them (already reduced where ``reduce_zero_label`` is set).
-
-    Args:
-        dataset (BaseSegDataset): The test dataset.
-    """
+    """A dataset as mmseg's ``calculate_confusion_matrix`` reads it: its
+    ``metainfo`` classes, and labels already reduced by the pipeline."""
     reduce_zero_label = False
 
     def __init__(self, dataset):
@@ -63,8 +48,7 @@ class DatasetView:
 
 
 def read_predictions(folder, reduce_zero_label):
-    """The label maps in ``folder``, sorted by name, in the classes' range
-    (``IoUMetric`` writes them one higher for ``reduce_zero_label``)."""
+    """The label maps in ``folder``, by name, in the classes' range."""
     shift = 1 if reduce_zero_label else 0
     return [
         np.array(Image.open(osp.join(folder, name))) - shift
@@ -73,8 +57,8 @@ def read_predictions(folder, reduce_zero_label):
 
 
 def parse_upstream_args(upstream, argv):
-    """Parse ``argv`` with the upstream script's ``parse_args`` (which
-    reads ``sys.argv``)."""
+    """Parse ``argv`` with the script's ``parse_args`` (reads
+    ``sys.argv``)."""
     if argv is None:
         return upstream.parse_args()
     saved = sys.argv
@@ -86,13 +70,10 @@ def parse_upstream_args(upstream, argv):
 
 
 def main(argv=None):
-    """Run the command line of mmseg's script (its options) on
-    ``argv`` (``sys.argv`` when None)."""
+    """Run mmseg's script's command line on ``argv`` (else ``sys.argv``)."""
     upstream = load_upstream()
     args = parse_upstream_args(upstream, argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)
     dataset = upstream.DATASETS.build(cfg.test_dataloader.dataset)
     results = read_predictions(args.prediction_path,
                                dataset.reduce_zero_label)

@@ -1,5 +1,4 @@
-"""The one markdown table writer of mmtnt's analysis and of the benchmarks
-(``benchmarks/`` at the repository root)."""
+"""The markdown table writer of mmtnt's analysis and of the benchmarks."""
 
 
 def format_table(columns, rows):
@@ -11,14 +10,7 @@ def format_table(columns, rows):
         rows (list[list[str] | dict]): The cells of each row: in column
             order, or by key (a missing cell is ``'-'``).
 
-    Returns:
-        str: The table, one line per row.
-
     Examples:
-        >>> print(format_table(['model', 'ms'], [['svt-s', '12']]))
-        | model | ms |
-        |---|---|
-        | svt-s | 12 |
         >>> print(format_table([('config', 'config'), ('onnx', 'ms')],
         ...                    [dict(config='svt-s')]))
         | config | ms |
