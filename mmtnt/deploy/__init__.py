@@ -1,7 +1,6 @@
-"""Deployment of mmtnt models as a library: build a model by config or name
-(:func:`build_model`), export it to ONNX (:func:`export_onnx`), check the
-graph with ONNX Runtime (:func:`verify_onnx`), and write INT8 graphs for
-ONNX Runtime on the CPU (:mod:`mmtnt.deploy.quantize`).
+"""Deployment of mmtnt models: build (:func:`build_model`), export to ONNX
+(:func:`export_onnx`), verify with ONNX Runtime (:func:`verify_onnx`), and
+quantize to INT8 (:mod:`mmtnt.deploy.quantize`).
 
 Examples:
     >>> from mmtnt.deploy import (build_model, export_graph, export_onnx,
@@ -13,9 +12,6 @@ Examples:
     ...                      verify_sizes(graph, (224, 224), dynamic=True))
     >>> report.passed
     True
-
-``tools/deployment/pytorch2onnx.py`` is its command line
-(:mod:`mmtnt.deploy.cli`).
 """
 from .boxes import nms_by_group
 from .detection import (UNPADDED, DetectorGraph, dense_head_detections,

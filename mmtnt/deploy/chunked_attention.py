@@ -1,13 +1,6 @@
-"""The ONNX nodes of attention computed with its queries in parts.
-
-Attention with ``attn_impl='parts'``
-(:func:`mmtnt.models.layers.attention.parts_attention`) is one operator
-while the model is traced, ``mmtnt::attention_in_parts``, so that
-``torch.export`` does not reason about each part's slices of a dynamic
-token map. :func:`onnx_attention_in_parts` writes it out as ONNX nodes
-(:data:`ONNX_TRANSLATIONS`, which :func:`mmtnt.deploy.export_onnx` hands to
-``torch.onnx.export``).
-"""
+"""The ONNX nodes of ``mmtnt::attention_in_parts``, the one operator that
+``attn_impl='parts'`` is traced as (:data:`ONNX_TRANSLATIONS`, for
+``torch.onnx.export``)."""
 import torch
 
 # registers mmtnt::attention_in_parts
@@ -16,17 +9,10 @@ from ..models.layers import attention  # noqa: F401
 
 def onnx_attention_in_parts(query, key, value, attn_mask, chunks,
                             split_mask):
-    """The ONNX nodes of ``mmtnt::attention_in_parts``, in ONNX Script
-    (the exporter calls it with the operator's inputs as ONNX values): for
-    each part, a ``Slice`` of the queries (and of the mask's rows, if
-    ``split_mask``) between bounds computed from the number of queries in
-    the graph, the explicit products as
-    :func:`~mmtnt.models.layers.attention.explicit_attention` writes them
-    (``MatMul`` with the keys transposed on their last two axes,
-    ``Softmax``, ``MatMul``), and a ``Concat`` of the parts.
-
-    The float32 softmax of 16-bit logits is not written: exported graphs
-    are float32."""
+    """``mmtnt::attention_in_parts`` in ONNX Script: per part, a ``Slice``
+    of the queries (and mask rows) with bounds from the graph's query count,
+    the explicit products, then a ``Concat`` (graphs are float32, so no
+    float32 softmax)."""
     from onnxscript import opset18 as op
 
     def indices(*values):
@@ -61,8 +47,7 @@ def onnx_attention_in_parts(query, key, value, attn_mask, chunks,
     return op.Concat(*outputs, axis=rank - 2)
 
 
-#: The ONNX translation of the operators that exported graphs trace
-#: (``custom_translation_table`` of ``torch.onnx.export``).
+#: ``custom_translation_table`` of ``torch.onnx.export``.
 ONNX_TRANSLATIONS = {
     torch.ops.mmtnt.attention_in_parts.default: onnx_attention_in_parts
 }

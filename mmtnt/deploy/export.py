@@ -1,26 +1,10 @@
 """Export an mmtnt classifier, segmentor or detector to ONNX.
 
-:func:`build_model` builds the model of a config or of a model name with
-its weights (through :func:`mmtnt.apis.init_model`, under the config's
-scope, none left behind); :func:`export_onnx` writes the graph of
-:func:`~mmtnt.deploy.graphs.export_graph` to an ONNX file.
-
-The graph is made by ``torch.onnx.export(..., dynamo=True)`` from a
-``torch.export`` program. With ``dynamic=True`` the batch, height and
-width are symbols (detectors: height and width; the batch is 1): the
-backbones' padding, LSA windows and masks, and the resizing of position
-terms are computed from the input size inside the graph, so one graph
-serves every size the model takes. The returned ranges are what the
-tracer checked. During the export the model computes its attention and
-resizing as :func:`~mmtnt.deploy.graphs.export_friendly` sets it to; the
-attention in parts is traced as one operator, written out as ONNX nodes
-through :data:`~mmtnt.deploy.chunked_attention.ONNX_TRANSLATIONS`.
-
-Detector graphs (:class:`~mmtnt.deploy.DetectorGraph`) output ``boxes``,
-``scores``, ``labels`` and, for Mask R-CNN, ``roi_masks``, which
-:func:`mmtnt.deploy.paste_masks` turns into mmdet's image masks; their
-optional second input, :data:`IMG_SHAPE_NAME`, is the image's size before
-padding.
+:func:`build_model` builds the model of a config or model name with its
+weights; :func:`export_onnx` writes the graph of
+:func:`~mmtnt.deploy.graphs.export_graph` to an ONNX file, through
+``torch.export`` and ``torch.onnx.export(..., dynamo=True)``. With
+``dynamic=True`` one graph serves every input size the model takes.
 """
 import logging
 import os
@@ -38,14 +22,11 @@ from .graphs import (decompose_for_export, export_friendly, export_graph,
                      input_channels, is_detector, output_names)
 from .runtime import IMG_SHAPE_NAME, INPUT_NAME
 
-#: Larger weights go to an external ``.data`` file (a protobuf holds 2 GiB
-#: at most).
+#: Larger weights go to an external ``.data`` file (protobuf's 2 GiB).
 MAX_EMBEDDED_WEIGHT_BYTES = 1.8 * 2**30
-#: The smallest height and width a dynamic export is traced at.
-#: torch.export takes a size derived from the input that is 1 at the
-#: example as 1 for every input (traced at 224x224, Twins-SVT's 7x7 last
-#: stage is a single LSA window); at 512 every map of the three families
-#: has at least two windows or positions a side.
+#: The smallest height and width a dynamic export is traced at:
+#: torch.export fixes derived sizes that are 1 at the example, and at 512
+#: every map has at least two windows or positions a side.
 MIN_DYNAMIC_TRACE_SIZE = 512
 
 
@@ -59,30 +40,24 @@ def build_model(model, checkpoint=None):
     model name, with its weights, ready for :func:`export_onnx`.
 
     Args:
-        model (str | Config): A config file, a loaded config (mmtnt's, or
-            any whose ``default_scope`` is ``mmpretrain``, ``mmseg`` or
-            ``mmdet``), or a model name of :func:`mmtnt.apis.list_models`
-            (in any case).
-        checkpoint (str | bool, optional): The weights: a file, a URL or
-            ``mmtnt://NAME[@SOURCE]``. None: a model name's published
-            weights, and random ones for a config (a warning is logged).
-            False: random weights, for a name too.
+        model (str | Config): A config file or loaded config (scope
+            mmpretrain, mmseg or mmdet), or a model name of
+            :func:`mmtnt.apis.list_models` (in any case).
+        checkpoint (str | bool, optional): A file, a URL or
+            ``mmtnt://NAME[@SOURCE]``. None: a name's published weights, a
+            config's random ones (with a warning). False: random weights.
 
     Returns:
-        BaseModel: In eval mode, on the CPU, SyncBN layers replaced by
-        BatchNorm, with ``cfg`` and ``dataset_meta``
-        (:func:`mmtnt.apis.init_model`).
+        BaseModel: In eval mode, on the CPU, SyncBN replaced by BatchNorm,
+        with ``cfg`` and ``dataset_meta``.
 
     Raises:
-        ValueError: For an unknown model name, another ``default_scope``,
-            a missing checkpoint file (``CheckpointFileError``), and models
-            that :func:`check_model_type` refuses.
+        ValueError: For an unknown name or scope, a missing checkpoint
+            file, and models that :func:`check_model_type` refuses.
         HubError: If published weights cannot be fetched.
 
     Examples:
         >>> from mmtnt.deploy import build_model
-        >>> model = build_model('configs/twins/twins-svt-small_8xb128_in1k.py',
-        ...                     'svt-s.pth')  # doctest: +SKIP
         >>> model = build_model('twins-svt-small_8xb128_in1k')  # published
         >>> type(model).__name__
         'ImageClassifier'
@@ -120,15 +95,8 @@ def check_model_type(model):
 
 
 def check_input_size(graph, shape, channels=None):
-    """Run a graph of :func:`~mmtnt.deploy.graphs.export_graph` once at
-    ``shape`` (height, width) with ``channels`` (by default the model's),
-    turning a size it refuses (not positive, or too small for its patches
-    and stages) into a clear ValueError.
-
-    Examples:
-        >>> check_input_size(graph, (8, 64))  # a Twins classifier
-        Traceback (most recent call last):
-        ValueError: The model cannot take a 8x64 input (too small?): ...
+    """Run a graph once at ``shape`` (height, width), turning a size it
+    refuses into a clear ValueError; ``channels`` defaults to the model's.
     """
     height, width = shape
     if height < 1 or width < 1:
@@ -158,40 +126,33 @@ def export_onnx(model,
     """Export a model to an ONNX file.
 
     Args:
-        model (nn.Module | str | Config): A graph of
-            :func:`~mmtnt.deploy.graphs.export_graph` (or any module, as it
-            is), a model from :func:`build_model` (its graph is exported),
-            or what :func:`build_model` takes, built with ``checkpoint``.
+        model (nn.Module | str | Config): A graph (or any module, as it
+            is), a model from :func:`build_model`, or what
+            :func:`build_model` takes, built with ``checkpoint``.
         output_file (str): The ONNX file (its folder is made).
         shape (tuple[int, int]): Height and width of the example input
-            (a dynamic export traces at :func:`dynamic_trace_shape`).
-        dynamic (bool): Batch, height and width as dynamic axes (for a
-            :class:`~mmtnt.deploy.DetectorGraph`, height and width).
-            Defaults to False.
-        channels (int, optional): Image channels. Defaults to the model's
-            (:func:`~mmtnt.deploy.graphs.input_channels`), 3 for another
-            module.
-        batch_size (int): Images of the example input (a dynamic export
-            traces at least 2, as a batch of 1 would be taken as a
-            constant). Defaults to 1. A detector's must be 1.
-        logits (bool): Classifiers built here or given as a model: export
-            the logits instead of the scores. Defaults to False.
+            (dynamic: at least :func:`dynamic_trace_shape`).
+        dynamic (bool): Batch (not for detectors), height and width as
+            dynamic axes. Defaults to False.
+        channels (int, optional): Image channels. Defaults to the model's.
+        batch_size (int): Images of the example input (dynamic: at least
+            2). Defaults to 1; a detector's must be 1.
+        logits (bool): Classifiers: export the logits instead of the
+            scores. Defaults to False.
         checkpoint (str | bool, optional): The weights of a model built
             here, as :func:`build_model` takes them.
         opset_version (int, optional): The ONNX opset. Defaults to the
             exporter's.
-        mask_output (str): Mask R-CNN built here or given as a model:
-            per-RoI masks (``'roi'``) or image masks (``'image'``), as
+        mask_output (str): Mask R-CNN: ``'roi'`` or ``'image'`` masks, as
             :func:`~mmtnt.deploy.graphs.export_graph` takes it. Defaults
             to ``'roi'``.
 
     Returns:
-        dict: For a dynamic export, the range ``(low, high)`` of ``batch``,
-        ``height`` and ``width`` the graph was exported for (``high`` None
-        when unbounded); empty otherwise.
+        dict: Dynamic export: the range ``(low, high)`` of ``batch``,
+        ``height`` and ``width`` (``high`` None when unbounded); else empty.
 
     Raises:
-        ValueError: For a detector with ``batch_size`` other than 1, a
+        ValueError: For a detector with ``batch_size`` other than 1, or a
             checkpoint given with a built module.
 
     Examples:
@@ -200,10 +161,6 @@ def export_onnx(model,
         ...                      (224, 224), dynamic=True)  # published weights
         >>> sorted(ranges)
         ['batch', 'height', 'width']
-        >>> export_onnx('configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-'
-        ...             '128x128.py', 'upernet.onnx', (128, 128),
-        ...             checkpoint='iter_2000.pth')  # doctest: +SKIP
-        {}
     """
     if isinstance(model, torch.nn.Module):
         if checkpoint is not None:
@@ -259,9 +216,8 @@ def export_onnx(model,
 
 
 def default_img_shape(onnx_graph):
-    """Make the :data:`IMG_SHAPE_NAME` input of a detector's graph
-    (``onnx_ir.Graph``, changed in place) optional: an initializer of that
-    name holds :data:`UNPADDED`."""
+    """Make the :data:`IMG_SHAPE_NAME` input of a detector's ``onnx_ir``
+    graph optional, defaulting to :data:`UNPADDED`."""
     import onnx_ir as ir
     value = next(v for v in onnx_graph.inputs if v.name == IMG_SHAPE_NAME)
     value.const_value = ir.tensor(np.array(UNPADDED, dtype=np.int64),
@@ -270,8 +226,7 @@ def default_img_shape(onnx_graph):
 
 
 def dynamic_trace_shape(shape):
-    """The example size a dynamic export is traced at: ``shape``, each side
-    at least :data:`MIN_DYNAMIC_TRACE_SIZE`.
+    """``shape``, each side at least :data:`MIN_DYNAMIC_TRACE_SIZE`.
 
     Examples:
         >>> dynamic_trace_shape((224, 640))
@@ -281,9 +236,8 @@ def dynamic_trace_shape(shape):
 
 
 def dynamic_ranges(program):
-    """The range ``(low, high)`` of the ``batch``, ``height`` and
-    ``width`` of the image input of a ``torch.export`` program, ``high``
-    None when unbounded."""
+    """The ``(low, high)`` of the image input's ``batch``, ``height`` and
+    ``width`` in a ``torch.export`` program."""
     name = program.graph_signature.user_inputs[0]
     node = next(n for n in program.graph.nodes if n.name == name)
     ranges = {}

@@ -1,22 +1,11 @@
-"""What is exported of each model: the modules that :func:`export_graph`
-wraps a classifier, segmentor or detector in.
+"""What is exported of each model (:func:`export_graph`): classifiers give
+class scores or logits (:class:`ClassifierGraph`), segmentors logits at the
+input resolution (:class:`SegmentorGraph`), detectors one image's
+post-processed detections (:class:`mmtnt.deploy.DetectorGraph`).
 
-- classifiers (mmpretrain ``ImageClassifier``): images -> class scores
-  (N, num_classes), mmpretrain's ``pred_score``, or with ``logits=True``
-  the logits (:class:`ClassifierGraph`);
-- segmentors (mmseg ``EncoderDecoder``): images -> segmentation logits
-  (N, num_classes, H, W) at the input resolution, ``encode_decode`` as
-  ``test_cfg=dict(mode='whole')`` inference computes it before the
-  arg-max (:class:`SegmentorGraph`);
-- detectors (mmdet RetinaNet, Mask R-CNN, Faster R-CNN): one image
-  (1, C, H, W) -> its detections after post-processing, as mmdet's
-  ``predict(..., rescale=False)`` (:class:`mmtnt.deploy.DetectorGraph`).
-
-The input is the image normalised by the config's data preprocessor, in
-float32 (:func:`describe_preprocessing`). During the export
-(:func:`export_friendly`), the model is set to compute a few things in
-forms that ONNX Runtime runs better, with the same result, and adaptive
-average pooling is written as products (:data:`EXPORT_DECOMPOSITIONS`).
+The input is the image as the data preprocessor normalises it
+(:func:`describe_preprocessing`); :func:`export_friendly` and
+:data:`EXPORT_DECOMPOSITIONS` set the forms ONNX Runtime runs better.
 """
 import contextlib
 
@@ -66,8 +55,7 @@ class ClassifierGraph(nn.Module):
 
 class SegmentorGraph(nn.Module):
     """What is exported of a segmentor: images -> segmentation logits at the
-    input resolution (``encode_decode``: the decode head's output resized
-    to the input, before soft-max and arg-max).
+    input resolution (``encode_decode``).
 
     Args:
         segmentor (nn.Module): An mmseg ``EncoderDecoder``.
@@ -87,14 +75,12 @@ class SegmentorGraph(nn.Module):
         self.segmentor = segmentor
 
     def forward(self, inputs):
-        # An img_shape that is a torch.Size is the output size for every
-        # mmseg decode head; under torch.export its sizes stay symbolic.
+        # A torch.Size img_shape keeps its sizes symbolic under export.
         img_metas = [dict(img_shape=inputs.shape[2:])]
         return self.segmentor.encode_decode(inputs, img_metas)
 
 
-#: The graph classes of :func:`export_graph`, by the attribute that holds
-#: the wrapped model.
+#: The graph classes, by the attribute that holds the wrapped model.
 GRAPHS = {
     'classifier': ClassifierGraph,
     'segmentor': SegmentorGraph,
@@ -115,11 +101,9 @@ def export_graph(model, logits=False, mask_output='roi'):
         model (nn.Module): A model from :func:`mmtnt.deploy.build_model`.
         logits (bool): Classifiers: the logits instead of the scores.
             Defaults to False.
-        mask_output (str): Mask R-CNN: ``'roi'`` outputs each detection's
-            mask probabilities ``roi_masks`` (K, M, M), pasted afterwards
-            by :func:`mmtnt.deploy.paste_masks`; ``'image'`` pastes them in
-            the graph (``masks`` (K, h, w) bool, more memory). Defaults to
-            ``'roi'``.
+        mask_output (str): Mask R-CNN: ``'roi'`` (per-RoI ``roi_masks``,
+            for :func:`mmtnt.deploy.paste_masks`) or ``'image'`` (pasted in
+            the graph). Defaults to ``'roi'``.
 
     Returns:
         ClassifierGraph | SegmentorGraph | DetectorGraph: In eval mode.
@@ -145,8 +129,7 @@ def is_graph(module):
 
 
 def wrapped_model(graph):
-    """The model that a graph of :func:`export_graph` wraps; None for any
-    other module."""
+    """The model a graph wraps; None for any other module."""
     for name, graph_class in GRAPHS.items():
         if isinstance(graph, graph_class):
             return getattr(graph, name)
@@ -154,17 +137,15 @@ def wrapped_model(graph):
 
 
 def output_names(graph):
-    """The names of the outputs of a graph of :func:`export_graph` (any
-    other module: ``['output']``)."""
+    """The output names of a graph (any other module: ``['output']``)."""
     if isinstance(graph, DetectorGraph):
         return list(graph.output_names)
     return [getattr(graph, 'output_name', 'output')]
 
 
 def input_channels(model):
-    """The image channels that a model from
-    :func:`mmtnt.deploy.build_model`, or a graph of :func:`export_graph`,
-    takes: those its data preprocessor normalises, else 3."""
+    """The image channels a model or graph takes: its preprocessor's, else
+    3."""
     if is_graph(model):
         model = wrapped_model(model)
     preprocessor = getattr(model, 'data_preprocessor', None)
@@ -173,9 +154,7 @@ def input_channels(model):
 
 
 def channels_reversed(preprocessor):
-    """Whether a data preprocessor reverses the channels (BGR to RGB):
-    mmpretrain's ``to_rgb``, mmseg's ``bgr_to_rgb`` (or ``rgb_to_bgr``),
-    mmengine's and mmdet's ``_channel_conversion``."""
+    """Whether a data preprocessor reverses the channels (BGR to RGB)."""
     return any(
         getattr(preprocessor, name, False)
         for name in ('to_rgb', 'channel_conversion', '_channel_conversion'))
@@ -204,10 +183,8 @@ def describe_preprocessing(model):
 
 
 def averaging_matrix(in_size, out_size, x):
-    """The (out_size, in_size) weights of adaptive average pooling along
-    one axis, in the dtype and on the device of ``x``: window ``i`` is
-    ``[floor(i * in_size / out_size), ceil((i + 1) * in_size / out_size))``,
-    as in PyTorch."""
+    """The (out_size, in_size) weights of PyTorch's adaptive average pooling
+    along one axis, in the dtype and on the device of ``x``."""
     i = torch.arange(out_size, device=x.device)
     start = torch.div(i * in_size, out_size, rounding_mode='floor')
     end = torch.div((i + 1) * in_size + out_size - 1, out_size,
@@ -218,14 +195,10 @@ def averaging_matrix(in_size, out_size, x):
 
 
 def adaptive_avg_pool2d_by_products(x, output_size):
-    """``aten.adaptive_avg_pool2d`` of maps (..., H, W) as two products
-    with :func:`averaging_matrix` built from the input's size in the
-    graph; ``NotImplemented`` (the operator as it is) for 1x1.
-
-    PyTorch's decomposition of the operator for the ONNX exporter takes
-    the pooling windows of the example input as constants, so an exported
-    graph would pool a map of another size wrongly (mmseg's pyramid
-    pooling in UPerHead and PSPHead).
+    """``aten.adaptive_avg_pool2d`` as two products with
+    :func:`averaging_matrix`, built from the input's size in the graph
+    (PyTorch's own decomposition fixes the example's windows);
+    ``NotImplemented`` (the operator as it is) for 1x1.
 
     Examples:
         >>> x = torch.rand(2, 4, 13, 7)
@@ -241,8 +214,7 @@ def adaptive_avg_pool2d_by_products(x, output_size):
     return rows @ x @ cols.transpose(0, 1)
 
 
-#: The decompositions that :func:`mmtnt.deploy.export_onnx` applies to the
-#: traced program.
+#: The decompositions :func:`mmtnt.deploy.export_onnx` applies.
 EXPORT_DECOMPOSITIONS = {
     torch.ops.aten.adaptive_avg_pool2d.default:
     adaptive_avg_pool2d_by_products
@@ -250,9 +222,8 @@ EXPORT_DECOMPOSITIONS = {
 
 
 def decompose_for_export(program):
-    """A ``torch.export`` program with :data:`EXPORT_DECOMPOSITIONS`
-    applied; ``program`` itself where it has none of their operators
-    (decomposing traces it anew, which may reorder its nodes)."""
+    """``program`` with :data:`EXPORT_DECOMPOSITIONS` applied; itself
+    where it has none of their operators (decomposing may reorder it)."""
     if not any(node.target in EXPORT_DECOMPOSITIONS
                for node in program.graph.nodes):
         return program
@@ -265,20 +236,10 @@ EXPORT_SETTINGS = ('attn_impl', 'resize_impl')
 
 @contextlib.contextmanager
 def export_friendly(module):
-    """Within the block, ``module`` computes what it computes as its
-    exported graph should:
-
-    - mmtnt's attention modules compute the explicit products (the
-      exporter's form of PyTorch's fused attention transposes the keys in
-      a way ONNX Runtime cannot fold into the product), with the queries
-      in parts over whole token maps unless ``module`` is a
-      :class:`ClassifierGraph`: ``attn_impl`` ``'parts'`` or
-      ``'explicit'`` (:func:`mmtnt.models.set_attention_impl`);
-    - learned position terms are resized by two matrix products, which
-      ONNX Runtime runs far faster than its cubic ``Resize``
-      (``resize_impl='matrices'``, :func:`mmtnt.models.set_resize_impl`).
-
-    The settings are put back afterwards.
+    """Within the block, ``module`` computes as its exported graph should:
+    ``attn_impl`` ``'explicit'`` for a :class:`ClassifierGraph`, else
+    ``'parts'``, and ``resize_impl='matrices'`` (forms ONNX Runtime runs
+    faster). The settings are put back afterwards.
 
     Args:
         module (nn.Module): Changed in place for the block.
