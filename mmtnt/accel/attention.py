@@ -25,7 +25,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     :func:`~mmtnt.models.layers.attention.explicit_attention` does.
 
     Examples:
-        >>> import torch
         >>> q, k = torch.rand(2, 4, 10, 8).bfloat16(), torch.rand(
         ...     2, 4, 6, 8).bfloat16()
         >>> out = scaled_dot_product_attention(q, k, k)

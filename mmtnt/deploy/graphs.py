@@ -26,7 +26,6 @@ class ClassifierGraph(nn.Module):
             Defaults to False.
 
     Examples:
-        >>> import torch
         >>> from mmtnt.deploy import ClassifierGraph, build_model
         >>> graph = ClassifierGraph(build_model(
         ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')).eval()
@@ -61,7 +60,6 @@ class SegmentorGraph(nn.Module):
         segmentor (nn.Module): An mmseg ``EncoderDecoder``.
 
     Examples:
-        >>> import torch
         >>> from mmtnt.deploy import SegmentorGraph, build_model
         >>> graph = SegmentorGraph(build_model('configs/demo/'
         ...     'upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py')).eval()

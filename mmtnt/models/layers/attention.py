@@ -49,7 +49,6 @@ def takes_explicit_route(query, key, value):
     take, or too many batch entries or heads for them.
 
     Examples:
-        >>> import torch
         >>> q = torch.rand(2, 4, 16, 6, dtype=torch.bfloat16)
         >>> takes_explicit_route(q, q, q), takes_explicit_route(
         ...     q.float(), q.float(), q.float())
@@ -86,7 +85,6 @@ def explicit_attention(query,
         Tensor: Shape (..., Nq, d_v).
 
     Examples:
-        >>> import torch
         >>> q = torch.rand(2, 4, 16, 6)
         >>> explicit_attention(q, q, q).shape
         torch.Size([2, 4, 16, 6])
@@ -111,12 +109,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     """The ``'auto'`` implementation: PyTorch's fused attention, or
     :func:`explicit_attention` where :func:`takes_explicit_route` says so.
     Takes and returns what :func:`explicit_attention` does.
-
-    Examples:
-        >>> import torch
-        >>> q = torch.rand(2, 4, 49, 32)
-        >>> scaled_dot_product_attention(q, q, q).shape
-        torch.Size([2, 4, 49, 32])
     """
     if takes_explicit_route(query, key, value):
         return explicit_attention(query, key, value, attn_mask, dropout_p)
@@ -266,7 +258,6 @@ class MultiheadAttention(nn.Module):
             Defaults to 0.
 
     Examples:
-        >>> import torch
         >>> attn = MultiheadAttention(embed_dims=64, num_heads=4)
         >>> attn(torch.rand(2, 10, 64)).shape
         torch.Size([2, 10, 64])
@@ -333,7 +324,6 @@ class SpatialReductionAttention(MultiheadAttention):
             takes them.
 
     Examples:
-        >>> import torch
         >>> attn = SpatialReductionAttention(64, 4, sr_ratio=2,
         ...                                  reduction='pool')
         >>> bias = torch.zeros(1, 4, 6 * 8, 3 * 4, requires_grad=True)
@@ -400,7 +390,6 @@ class LocallyGroupedAttention(MultiheadAttention):
             takes them.
 
     Examples:
-        >>> import torch
         >>> attn = LocallyGroupedAttention(32, 2, window_size=4)
         >>> attn(torch.rand(1, 9 * 10, 32), (9, 10)).shape
         torch.Size([1, 90, 32])

@@ -34,7 +34,6 @@ def resize_attention_bias(bias, src_query_shape, src_key_shape,
         itself when the grids already agree.
 
     Examples:
-        >>> import torch
         >>> bias = torch.rand(1, 4, 8 * 8, 2 * 2)
         >>> resize_attention_bias(bias, (8, 8), (2, 2), (10, 6),
         ...                       (2, 1)).shape

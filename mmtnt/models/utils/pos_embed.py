@@ -40,7 +40,6 @@ def resize_pos_embed(pos_embed, src_shape, dst_shape, num_extra_tokens=0,
         the shapes already agree.
 
     Examples:
-        >>> import torch
         >>> pos = torch.rand(1, 1 + 14 * 14, 384)
         >>> resize_pos_embed(pos, (14, 14), (20, 12), 1).shape
         torch.Size([1, 241, 384])

@@ -63,7 +63,6 @@ def pad_to_multiple(x, multiple, dims=(-2, -1)):
         copy.
 
     Examples:
-        >>> import torch
         >>> pad_to_multiple(torch.ones(1, 3, 30, 41), 4).shape
         torch.Size([1, 3, 32, 44])
     """
