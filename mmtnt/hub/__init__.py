@@ -1,12 +1,7 @@
-"""Published weights by name: ``mmtnt://NAME[@SOURCE]``, a model of the
-model index and one of the files it converts from (the first by default),
-works wherever mmengine loads a checkpoint. On first use the file is
-downloaded (from ``$MMTNT_WEIGHTS_MIRROR/HOST/PATH`` when that is set),
-checked, converted and cached under ``$MMTNT_HOME/checkpoints`` (default
-``~/.cache/mmtnt``); any failure is one :class:`HubError`.
-
-Modules: ``index`` (the model index), ``download``, ``cache`` (the locked
-cache) and ``scheme`` (mmengine's loader).
+"""Published weights by name: ``mmtnt://NAME[@SOURCE]`` works wherever
+mmengine loads a checkpoint. On first use the file is downloaded (from
+``$MMTNT_WEIGHTS_MIRROR/HOST/PATH`` when set), checked, converted and cached
+under ``$MMTNT_HOME/checkpoints``; any failure is one :class:`HubError`.
 """
 from .cache import (CONVERTER_VERSION, cache_dir, cache_file,
                     fetch_checkpoint)

@@ -21,48 +21,33 @@ from .download import (CHUNK, PickledObjects, download, download_url,
                        source_error)
 from .index import resolve
 
-#: The version of what the converters write, part of every cache name:
-#: raise it when a converter's output changes, so that no cache made by the
-#: old converter is read again.
+#: Part of every cache name: raise it when a converter's output changes.
 CONVERTER_VERSION = 1
-# The prefix of the temporary folders that fetches download and convert in.
 WORK_PREFIX = '.download-'
-# The coarsest modification-time step of common file systems (FAT's): a
-# file changed less than this after its last write may keep its time.
+# FAT's modification-time step, the coarsest of common file systems.
 MTIME_STEP_NS = 2_000_000_000
-#: The cached files whose SHA-256 this process has checked, by path:
-#: ``(size, mtime_ns, sha256)`` as they were then.
+#: Path -> ``(size, mtime_ns, sha256)`` of the files hashed by this process.
 verified = {}
 
 logger = logging.getLogger(__name__)
 
 
 def cache_dir():
-    """Where converted checkpoints are cached.
-
-    Returns:
-        str: ``$MMTNT_HOME/checkpoints``, by default
-        ``~/.cache/mmtnt/checkpoints``.
-    """
+    """``$MMTNT_HOME/checkpoints``, by default
+    ``~/.cache/mmtnt/checkpoints``."""
     home = os.environ.get('MMTNT_HOME',
                           osp.join(osp.expanduser('~'), '.cache', 'mmtnt'))
     return osp.join(home, 'checkpoints')
 
 
 def cache_file(entry, source):
-    """The cached, converted checkpoint of a source.
-
-    Its name carries a key made of the source's address, the SHA-256 the
-    index records for it and :data:`CONVERTER_VERSION`: a changed address
-    or hash, or a fixed converter, gives a new file.
+    """The cached, converted checkpoint of a source:
+    ``CACHE/NAME@SOURCE-KEY.pth``, ``KEY`` a hash of the address, its
+    SHA-256 and :data:`CONVERTER_VERSION`.
 
     Args:
         entry (dict): A :func:`~mmtnt.hub.model_index` entry.
         source (dict): One of its sources.
-
-    Returns:
-        str: ``CACHE/NAME@SOURCE-KEY.pth`` (:func:`cache_dir`), ``KEY``
-        eight hex digits.
 
     Examples:
         >>> from mmtnt.hub import cache_file, resolve
@@ -77,8 +62,7 @@ def cache_file(entry, source):
 
 
 def _beside(path, suffix):
-    """``path`` with its ``.pth`` replaced by ``suffix``: the record
-    (``.json``) and the lock (``.lock``) of a cache entry."""
+    """``path`` with its ``.pth`` replaced by ``suffix``."""
     return osp.splitext(path)[0] + suffix
 
 
@@ -97,13 +81,9 @@ def file_sha256(path):
 
 
 def _has_sha256(path, sha256):
-    """Whether the file ``path`` has the SHA-256 ``sha256``: hashed once
-    per process while its size and modification time stay the same.
-
-    A file is remembered (:data:`verified`) only when it was last written
-    more than :data:`MTIME_STEP_NS` before the hashing began, so that any
-    later change gives it another modification time.
-    """
+    """Whether ``path`` has the SHA-256 ``sha256``, hashed once per process
+    while its size and mtime stay (only if written :data:`MTIME_STEP_NS`
+    before, so that a later change shows in its mtime)."""
     stat = os.stat(path)
     state = (stat.st_size, stat.st_mtime_ns, sha256)
     if verified.get(path) == state:
@@ -117,8 +97,8 @@ def _has_sha256(path, sha256):
 
 
 def _cache_problem(path):
-    """What is wrong with a cached checkpoint (missing, or another size or
-    SHA-256 than its record, the ``.json`` beside it, gives), or None."""
+    """What is wrong with a cached checkpoint against its ``.json``
+    record, or None."""
     if not osp.isfile(path):
         return 'it is missing'
     try:
@@ -143,10 +123,8 @@ def _write_synced(path, write):
 
 
 def _store(checkpoint, work, path, made_from):
-    """Save a converted checkpoint as the cache entry ``path``: written in
-    ``work``, synced and read back as the loader reads it, its record
-    (size, SHA-256 and ``made_from``) beside it, both renamed into place,
-    the file first."""
+    """Save a checkpoint as the cache entry ``path``: written in ``work``,
+    synced, read back, then renamed into place before its record."""
     partial = osp.join(work, 'converted.pth')
     _write_synced(partial, lambda f: torch.save(checkpoint, f))
     torch.load(partial, map_location='cpu', weights_only=True, mmap=True)
@@ -160,9 +138,8 @@ def _store(checkpoint, work, path, made_from):
 
 
 def _sweep(folder, path):
-    """Remove the temporary folders (``.download-NAME@SOURCE-KEY.RANDOM``)
-    that killed fetches left in ``folder``: those of ``path``'s entry, whose
-    lock this process holds, and those of entries that no process locks."""
+    """Remove the work folders that killed fetches left in ``folder``: those
+    of ``path``'s entry (locked by us) and of entries no one locks."""
     own = _entry_name(path)
     for work in glob.glob(osp.join(folder, WORK_PREFIX + '*')):
         entry = osp.basename(work)[len(WORK_PREFIX):].rpartition('.')[0]
@@ -178,8 +155,7 @@ def _sweep(folder, path):
 
 @contextlib.contextmanager
 def _entry_lock(entry, source, path):
-    """Hold the lock of a cache entry (``NAME@SOURCE-KEY.lock``), making
-    its folder; a :class:`HubError` when that cannot be written."""
+    """Hold the lock of a cache entry, making its folder."""
     folder = osp.dirname(path)
     try:
         os.makedirs(folder, exist_ok=True)
@@ -195,8 +171,8 @@ def _entry_lock(entry, source, path):
 
 
 def _fetch(entry, source, path, progress):
-    """Download, check, convert and cache a source as ``path``; for any
-    failure a :class:`HubError`, with nothing left in the cache."""
+    """Download, check, convert and cache a source as ``path``; any failure
+    is a :class:`HubError`, leaving nothing in the cache."""
     url = download_url(source['url'])
     file_name = osp.basename(urllib.parse.urlsplit(url).path)
     folder = osp.dirname(path)
@@ -242,22 +218,15 @@ def _discard(entry, source, path):
 
 
 def fetch_checkpoint(name, progress=True):
-    """The converted checkpoint of ``NAME[@SOURCE]``, fetched on first use.
-
-    A cached file is used when it has the size and SHA-256 recorded when
-    it was written; a damaged one is fetched again, with one warning.
+    """The converted checkpoint file of ``NAME[@SOURCE]``, fetched on first
+    use; a damaged cached file is fetched again, with a warning.
 
     Args:
-        name (str): ``[mmtnt://]NAME[@SOURCE]``, ``NAME`` from the model
-            index.
+        name (str): ``[mmtnt://]NAME[@SOURCE]``.
         progress (bool): Show a download progress bar. Defaults to True.
 
-    Returns:
-        str: The cached, converted checkpoint file.
-
     Raises:
-        HubError: With the model, the address, what went wrong and the
-            manual steps.
+        HubError: With what went wrong and the manual steps.
 
     Examples:
         >>> from mmtnt.hub import fetch_checkpoint

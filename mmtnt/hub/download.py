@@ -13,7 +13,6 @@ import torch
 
 from .index import FAMILIES, SCHEME, HubError
 
-# Hosts whose addresses are pages to click through, not files.
 PAGE_HOSTS = ('drive.google.com', 'pan.baidu.com')
 CHUNK = 1 << 20
 # A SHA-256 as servers announce it in ETag headers.
@@ -25,8 +24,7 @@ class PickledObjects(ValueError):
 
 
 def download_url(url):
-    """The address a source is fetched from: ``url``, or its copy under
-    ``$MMTNT_WEIGHTS_MIRROR`` (``BASE/HOST/PATH``) when that is set."""
+    """``url``, or its copy under ``$MMTNT_WEIGHTS_MIRROR`` when set."""
     mirror = os.environ.get('MMTNT_WEIGHTS_MIRROR')
     if not mirror:
         return url
@@ -35,8 +33,7 @@ def download_url(url):
 
 
 def is_web_page(url):
-    """Whether ``url`` is a page to click through (:data:`PAGE_HOSTS`)
-    rather than a file to download."""
+    """Whether ``url`` is a page to click through, not a file."""
     return urllib.parse.urlsplit(url).netloc in PAGE_HOSTS
 
 
@@ -46,11 +43,8 @@ def manual_steps(entry, source, allow_pickle=False):
     Args:
         entry (dict): A :func:`~mmtnt.hub.model_index` entry.
         source (dict): One of its sources.
-        allow_pickle (bool): Convert with ``--allow-pickle`` (a file that
-            pickles more than tensors). Defaults to False.
-
-    Returns:
-        str: Numbered lines, ending with the checkpoint to load.
+        allow_pickle (bool): Convert with ``--allow-pickle``. Defaults to
+            False.
     """
     url = source['url']
     file_name = osp.basename(urllib.parse.urlsplit(url).path)
@@ -76,8 +70,8 @@ def manual_steps(entry, source, allow_pickle=False):
 
 
 def source_error(entry, source, what, allow_pickle=False):
-    """A :class:`HubError` with the model, the address, ``what`` went
-    wrong and the :func:`manual_steps`."""
+    """A :class:`HubError` saying ``what`` went wrong, with the
+    :func:`manual_steps`."""
     steps = manual_steps(entry, source, allow_pickle)
     return HubError(f'Cannot get the weights of {entry["name"]} '
                     f'(source {source["name"]}) from {source["url"]}: '
@@ -85,8 +79,8 @@ def source_error(entry, source, what, allow_pickle=False):
 
 
 def error_reason(error):
-    """What an error says: the system's words for an ``OSError`` (that of
-    a ``URLError``'s reason included), else its message."""
+    """The system's words for an ``OSError`` (or a ``URLError``'s reason),
+    else the error's message."""
     reason = getattr(error, 'reason', None)
     reason = error if reason is None else reason
     if isinstance(reason, OSError) and reason.strerror:
@@ -95,9 +89,8 @@ def error_reason(error):
 
 
 class _RecordRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects as urllib does, keeping each redirect answer's
-    headers: Hugging Face announces a file's SHA-256 (``X-Linked-Etag``)
-    in the redirect to its storage, not in the storage's answer."""
+    """Keeps the headers of each redirect: Hugging Face announces the
+    SHA-256 (``X-Linked-Etag``) in the redirect, not the file's answer."""
 
     def __init__(self):
         self.headers = []
@@ -111,12 +104,11 @@ def announced_sha256(headers):
     """The SHA-256 that a server announces for the file it sends.
 
     Args:
-        headers (list[Message]): The headers of each answer, the first
-            server's first (redirects, then the file).
+        headers (list[Message]): The headers of each answer, in order.
 
     Returns:
-        str | None: The lowercase hex digest of the first ``X-Linked-Etag``
-        or ``ETag`` that is one (64 hex digits, quoted or not), else None.
+        str | None: The first ``X-Linked-Etag`` or ``ETag`` that is a
+        SHA-256, in lowercase hex.
 
     Examples:
         >>> from email.message import Message
@@ -135,21 +127,8 @@ def announced_sha256(headers):
 
 def download(url, dst, sha256=None, progress=True):
     """Download ``url`` to ``dst``, checking its length and SHA-256
-    against ``sha256`` (whole or leading digits) and the server's.
-
-    Args:
-        url (str): The address.
-        dst (str): The file to write.
-        sha256 (str, optional): The index's hex digest or its first digits.
-        progress (bool): Show a progress bar. Defaults to True.
-
-    Returns:
-        str: The SHA-256 of the file (hex).
-
-    Raises:
-        OSError: From the connection or the disk.
-        ValueError: For a truncated file or another hash.
-    """
+    against ``sha256`` (whole or leading digits) and the server's; returns
+    the SHA-256 (``ValueError`` for a truncated file or another hash)."""
     from tqdm import tqdm
 
     redirects = _RecordRedirects()
@@ -189,10 +168,8 @@ def download(url, dst, sha256=None, progress=True):
 
 
 def read_converted(entry, path):
-    """Load a downloaded file of ``entry``'s (safetensors, or a torch
-    checkpoint with ``weights_only``: :class:`PickledObjects` for one that
-    pickles more than tensors) and convert it with its family's converter.
-    """
+    """Load a downloaded file (:class:`PickledObjects` if it pickles more
+    than tensors) and convert it with its family's converter."""
     from .. import converters
     if path.endswith('.safetensors'):
         from safetensors.torch import load_file
@@ -211,8 +188,7 @@ def read_converted(entry, path):
 
 
 def _unsafe_globals(path):
-    """The Python objects that a checkpoint pickles beside its tensors and
-    that ``weights_only`` loading refuses, as one string."""
+    """The objects that a checkpoint pickles beside its tensors."""
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception:  # torch's legacy format: no list without unpickling

@@ -1,12 +1,12 @@
-"""The model index (``model-index.yml`` and the configs' metafiles), read
-once per process for :mod:`mmtnt.apis`, the FLOP tables and the hub."""
+"""The model index (``model-index.yml`` and the metafiles), read once per
+process."""
 import functools
 import os.path as osp
 
 import yaml
 
 SCHEME = 'mmtnt://'
-# The converter and its command line of each collection of the index.
+# The converter and its command line of each collection.
 FAMILIES = {
     'TNT': ('convert_tnt', 'tnt2mmtnt.py'),
     'PyramidTNT': ('convert_pyramid_tnt', 'pyramid_tnt2mmtnt.py'),
@@ -22,16 +22,11 @@ DATA_TASKS = {
 
 class HubError(RuntimeError):
     """Published weights that could not be found, fetched, checked or
-    converted.
-
-    The message is meant for the user as it is: the model, the address,
-    what went wrong and the commands that do it by hand.
-    """
+    converted; the message says what to do by hand."""
 
 
 def index_file():
-    """The path of ``mmtnt/.mim/model-index.yml`` of an installed package,
-    else of ``model-index.yml`` of the source tree."""
+    """``mmtnt/.mim/model-index.yml``, else that of the source tree."""
     package = osp.dirname(osp.dirname(osp.abspath(__file__)))
     for root in (osp.join(package, '.mim'), osp.dirname(package)):
         path = osp.join(root, 'model-index.yml')
@@ -45,11 +40,9 @@ def model_index():
     """Every model of the index, by name.
 
     Returns:
-        dict[str, dict]: For each model: ``name``, ``config`` (an absolute
-        path), ``family`` (its collection: ``TNT``, ``PyramidTNT`` or
-        ``Twins``), ``tasks`` (those of its results, else of its training
-        data) and ``sources`` (each a dict of ``name``, ``url`` and
-        ``sha256``, None when not recorded; the default first).
+        dict[str, dict]: ``name``, ``config`` (absolute), ``family``,
+        ``tasks`` and ``sources`` (``name``, ``url``, ``sha256``; the
+        default first) of each model.
 
     Examples:
         >>> from mmtnt.hub import model_index
@@ -89,8 +82,7 @@ def _index_entry(model, root):
 
 
 def _tasks(model):
-    """The tasks of a metafile model: those of its results, else those of
-    its training data (and instance segmentation for Mask R-CNN)."""
+    """The tasks of a model's results, else of its training data."""
     tasks = [result['Task'] for result in model.get('Results', [])]
     if tasks:
         return list(dict.fromkeys(tasks))
@@ -118,16 +110,10 @@ def resolve(name):
     """Find a model and one of its sources by ``NAME[@SOURCE]``.
 
     Args:
-        name (str): A model name of the index (in any case), with
-            ``mmtnt://`` or not, optionally followed by ``@SOURCE``.
+        name (str): ``[mmtnt://]NAME[@SOURCE]``, the name in any case.
 
     Returns:
-        tuple[dict, dict]: The :func:`model_index` entry and the source
-        (the default one when none is named).
-
-    Raises:
-        HubError: For an unknown model, a model without published weights
-            or an unknown source.
+        tuple[dict, dict]: The entry and the source (default: the first).
 
     Examples:
         >>> from mmtnt.hub import resolve

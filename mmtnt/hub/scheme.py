@@ -1,5 +1,5 @@
-"""``mmtnt://NAME[@SOURCE]`` as a checkpoint of mmengine's loaders, and
-the check of a checkpoint before a runner or a builder loads it."""
+"""``mmtnt://NAME[@SOURCE]`` in mmengine's loaders, and the check of a
+checkpoint before it is loaded."""
 import importlib.abc
 import importlib.util
 import sys
@@ -14,32 +14,19 @@ _CHECKPOINT_MODULE = 'mmengine.runner.checkpoint'
 
 
 def load_from_mmtnt(filename, map_location=None):
-    """mmengine's loader of ``mmtnt://NAME[@SOURCE]`` checkpoints.
-
-    Args:
-        filename (str): The checkpoint name.
-        map_location (str | torch.device, optional): As ``torch.load``.
-
-    Returns:
-        dict: The converted checkpoint (``state_dict`` and ``meta``).
-    """
+    """mmengine's loader of ``mmtnt://NAME[@SOURCE]`` checkpoints."""
     path = fetch_checkpoint(filename)
     return torch.load(path, map_location=map_location, weights_only=True)
 
 
 def prepare_checkpoint(checkpoint):
-    """Make ``checkpoint`` ready for mmengine's loader, or raise one
-    readable error: a ``mmtnt://`` name is fetched into the cache, a local
-    file is checked (:func:`mmtnt.utils.check_checkpoint_file`).
-
-    Args:
-        checkpoint (str | None): What the runner will load.
+    """Make ``checkpoint`` (str or None) ready for mmengine's loader, or
+    raise one readable error: a ``mmtnt://`` name is fetched, a file is
+    checked.
 
     Examples:
         >>> from mmtnt.hub import prepare_checkpoint
         >>> prepare_checkpoint(None)  # nothing to load, nothing to check
-        >>> prepare_checkpoint('mmtnt://tnt-s-p16_16xb64_in1k')
-        ... # doctest: +SKIP
     """
     if str(checkpoint).startswith(SCHEME):
         fetch_checkpoint(checkpoint)
@@ -54,9 +41,8 @@ def _register():
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs :func:`_register` once ``mmengine.runner.checkpoint`` has been
-    imported, so that ``import mmtnt`` does not import mmengine's runner
-    for a scheme that only its loaders use."""
+    """Runs :func:`_register` once ``mmengine.runner.checkpoint`` is
+    imported, so that ``import mmtnt`` does not import mmengine's runner."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname != _CHECKPOINT_MODULE:
@@ -75,13 +61,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def register_hub_scheme():
     """Register ``mmtnt://`` with mmengine's ``CheckpointLoader``: now if
-    mmengine's runner is imported, else as soon as it is.
-
-    ``import mmtnt`` calls it because configs name ``mmtnt://`` checkpoints
-    (``load_from``, ``init_cfg``) that mmengine's loaders read with no call
-    into mmtnt first. Until mmengine's checkpoint module is imported, an
-    import hook (:class:`_AfterImport` in ``sys.meta_path``) waits for it.
-    """
+    mmengine's runner is imported, else as soon as it is (configs name
+    ``mmtnt://`` checkpoints with no call into mmtnt first)."""
     if _CHECKPOINT_MODULE in sys.modules:
         _register()
     elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
