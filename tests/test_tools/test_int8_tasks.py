@@ -1,5 +1,5 @@
 """INT8 graphs of every task (``mmtnt.deploy.quantize``) and ONNX Runtime's
-transformer fusions before quantizing (``mmtnt.deploy.optimize``).
+transformer fusions before quantizing (``benchmarks.optimize``).
 
 * The UperNet PCPVT, RetinaNet and Mask R-CNN demos of the session's short
   runs (``short_runs``, shared with test_dense_demo.py), exported at the

@@ -6,7 +6,7 @@
   a point of the fp32 graph's on a slice of the test set, the three graphs
   scored in one pass by the config's evaluator
   (:func:`mmtnt.deploy.evaluate.evaluate_graphs`, as
-  ``tools/analysis_tools/int8_benchmark.py`` scores them).
+  ``python -m benchmarks.int8_benchmark`` scores them).
 * ``tools/deployment/pytorch2onnx.py --int8 static`` (its ``main``,
   :func:`mmtnt.deploy.cli.export_main`) on the same model writes an INT8 graph
   that ONNX Runtime runs.
