@@ -26,10 +26,10 @@ import mmcv
 import mmengine
 import numpy as np
 import torch
-from mmengine.config import Config, DictAction
 
 from mmtnt.apis import build_inferencer
 from mmtnt.apis.inference import TASKS
+from mmtnt.utils.cli import add_cfg_options, load_config
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp')
 
@@ -68,11 +68,7 @@ def parse_args(argv=None):
         '--no-cpu-accel',
         action='store_true',
         help='run the plain model on the CPU, without mmtnt.accel')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        help='override settings of the config, key=value')
+    add_cfg_options(parser)
     return parser.parse_args(argv)
 
 
@@ -204,9 +200,7 @@ def describe(summary):
 
 def main(argv=None):
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = load_config(args.config, args.cfg_options)
     if not osp.isfile(args.checkpoint):
         raise SystemExit(f'Error: checkpoint {args.checkpoint} not found.')
     try:
