@@ -100,10 +100,9 @@ def build_model(config, checkpoint, score_thr=None, max_per_img=None):
     """The Mask R-CNN of ``config`` with ``checkpoint`` (random weights
     without), its second stage's ``score_thr`` and ``max_per_img``
     changed where given."""
-    from mmengine.config import Config
-
+    from mmtnt.analysis import load_config
     from mmtnt.deploy.export import build_model as build_deploy_model
-    cfg = Config.fromfile(config)
+    cfg = load_config(config, scopes=('mmdet', ))
     rcnn = cfg.model.test_cfg.rcnn
     if score_thr is not None:
         rcnn.score_thr = score_thr
