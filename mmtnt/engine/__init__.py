@@ -2,8 +2,9 @@ from .amp import default_amp_dtype, enable_amp, set_cuda_loss_scale
 from .compile_hook import CompileHook
 from .layer_decay import LayerDecayOptimWrapperConstructor
 from .optim_wrapper import CPUAmpOptimWrapper
+from .schedulers import WarmupCosineLR
 
 __all__ = [
     'CompileHook', 'CPUAmpOptimWrapper', 'LayerDecayOptimWrapperConstructor',
-    'default_amp_dtype', 'enable_amp', 'set_cuda_loss_scale'
+    'WarmupCosineLR', 'default_amp_dtype', 'enable_amp', 'set_cuda_loss_scale'
 ]
