@@ -617,25 +617,28 @@ def test_dense_config_keeps_its_recipe(rel_path):
     [p for p in VARIANT_CONFIGS if task_of(p) == 'classification'])
 def test_classification_config_keeps_its_schedule(rel_path):
     """The official runs' lengths and warm-ups: TNT and PyramidTNT train
-    310 epochs (timm's 10 cool-down epochs at the minimum lr after the
-    300-epoch cosine) and resize with a random interpolation; Twins trains
+    310 epochs on timm's cosine (its warm-up laid over the 300-epoch cosine,
+    then 10 cool-down epochs at the minimum lr; test_official_lr_and_ema.py
+    checks every lr) and resize with a random interpolation; Twins trains
     300, and SVT-L warms up for 20 epochs (its released log)."""
     cfg = load(rel_path)
-    warmup, cosine = cfg.param_scheduler
-    assert (warmup.type, cosine.type) == ('LinearLR', 'CosineAnnealingLR')
-    assert warmup.end == cosine.begin
-    assert cosine.T_max == cosine.end - cosine.begin
-    assert cosine.end == 300
     name = config_name(rel_path)
     crop = cfg.train_pipeline[1]
     if name.startswith('twins'):
+        warmup, cosine = cfg.param_scheduler
+        assert (warmup.type, cosine.type) == ('LinearLR', 'CosineAnnealingLR')
+        assert warmup.end == cosine.begin
+        assert cosine.T_max == cosine.end - cosine.begin
+        assert cosine.end == 300
         assert cfg.train_cfg.max_epochs == 300
         assert warmup.end == (20 if name.startswith('twins-svt-large') else 5)
         assert crop.type == 'RandomResizedCrop'
         assert crop.interpolation == 'bicubic'
     else:
+        cosine, = cfg.param_scheduler
+        assert (cosine.type, cosine.T_max) == ('mmtnt.WarmupCosineLR', 300)
         assert cfg.train_cfg.max_epochs == 310
-        assert warmup.end == (20 if name.startswith('pyramid') else 5)
+        assert cosine.warmup_steps == (20 if name.startswith('pyramid') else 5)
         assert crop.type == 'RandomChoice'
         assert sorted(t[0]['interpolation']
                       for t in crop.transforms) == ['bicubic', 'bilinear']

@@ -1,7 +1,9 @@
 # The TNT schedule: AdamW, lr 1e-3 at a total batch of 1024, weight decay
-# 0.05, 5 linear warm-up epochs, cosine to epoch 300, then 10 epochs at the
-# minimum lr: the official training uses timm's scheduler, whose
-# cool-down epochs (`--cooldown-epochs 10`) make the run 310 epochs long.
+# 0.05, and timm's cosine as the official training runs it (tnt_pytorch/
+# train.py of huawei-noah/Efficient-AI-Backbones, timm 0.3): 300 epochs from
+# epoch 0 to the minimum lr 1e-5, the first 5 replaced by a linear warm-up
+# from 1e-6 (--warmup-epochs 5 --warmup-lr 1e-6), the lr set once per epoch,
+# then 10 epochs at the minimum lr (--cooldown-epochs 10): 310 epochs.
 optim_wrapper = dict(
     # `fused=True`: PyTorch's one-kernel AdamW, the same update 2-4x faster
     # than the loop over parameters (CPU and CUDA).
@@ -24,24 +26,16 @@ optim_wrapper = dict(
         }),
 )
 
+# mmtnt.WarmupCosineLR: the warm-up is laid over the cosine, not put
+# before it; epoch-based, so the lr stays constant within an epoch.
 param_scheduler = [
-    # linear warm-up, updated every iteration
     dict(
-        type='LinearLR',
-        start_factor=1e-3,
-        by_epoch=True,
-        begin=0,
-        end=5,
-        convert_to_iter_based=True),
-    # cosine decay, updated every iteration
-    dict(
-        type='CosineAnnealingLR',
-        T_max=295,
+        type='mmtnt.WarmupCosineLR',
+        T_max=300,
         eta_min=1e-5,
-        by_epoch=True,
-        begin=5,
-        end=300,
-        convert_to_iter_based=True),
+        warmup_steps=5,
+        warmup_start=1e-6,
+        by_epoch=True),
 ]
 
 # After the cosine ends, the lr stays at eta_min for the cool-down epochs.
