@@ -32,7 +32,10 @@ EPOCH_LENGTH = 3
 
 
 def load(rel_path):
-    return Config.fromfile(osp.join(CONFIG_ROOT, rel_path))
+    """The config, with its default scope set as the runner sets it."""
+    cfg = Config.fromfile(osp.join(CONFIG_ROOT, rel_path))
+    init_default_scope(cfg.default_scope)
+    return cfg
 
 
 def build_schedulers(cfg, optimizer):
@@ -110,9 +113,7 @@ def test_every_pyramid_tnt_ema_averages_buffers():
 
 
 def test_pyramid_tnt_ema_averages_the_batchnorm_statistics():
-    cfg = load(PYRAMID_TNT_S)
-    init_default_scope(cfg.default_scope)  # the runner's: mmpretrain's hook
-    hook_cfg, = cfg.custom_hooks
+    hook_cfg, = load(PYRAMID_TNT_S).custom_hooks  # mmpretrain's EMAHook
     hook_cfg.pop('priority')  # the runner's, not the hook's argument
     hook = HOOKS.build(hook_cfg)
     assert hook.ema_cfg.get('update_buffers') is True
