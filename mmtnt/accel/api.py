@@ -9,7 +9,7 @@ from .allocator import keep_freed_memory
 from .attention import (CpuLocallyGroupedAttention, CpuMultiheadAttention,
                         CpuSpatialReductionAttention)
 from .linear import OneDnnLinear
-from .modules import CpuMlp, CpuTransformerBlock
+from .modules import CpuConv2d, CpuMlp, CpuTransformerBlock
 
 #: Each plain class and its CPU version (same parameters and state dict).
 CPU_VERSIONS = {
@@ -20,6 +20,9 @@ CPU_VERSIONS = {
     LocallyGroupedAttention: CpuLocallyGroupedAttention,
     TransformerBlock: CpuTransformerBlock,
 }
+#: The same inside mmtnt's backbones only: other modules may hand
+#: channels-last maps to operators assuming NCHW (mmcv's CPU RoIAlign).
+BACKBONE_CPU_VERSIONS = {nn.Conv2d: CpuConv2d}
 
 
 def model_device(model):
@@ -33,10 +36,12 @@ def accelerate_for_cpu(model):
     """Make a model faster on the CPU, in place, computing the same
     function.
 
-    Each module of :data:`CPU_VERSIONS` (exact type) gets its CPU version's
-    class, so parameters, hooks, state dict keys and optimizers stay; the
-    backbones' convolution weights become channels-last. A model that is
-    not on the CPU is returned unchanged.
+    Each module of :data:`CPU_VERSIONS` (exact type), and inside mmtnt's
+    backbones of :data:`BACKBONE_CPU_VERSIONS`, gets its CPU version's
+    class, so parameters, hooks, state dict keys and optimizers stay. The
+    backbones' convolution weights are stored channels-last, which
+    inference reads; backward passes compute what the plain model does. A
+    model that is not on the CPU is returned unchanged.
 
     Args:
         model (nn.Module): The model, on the CPU.
@@ -57,22 +62,29 @@ def accelerate_for_cpu(model):
             'it is left unchanged.',
             logger='current')
         return model
-    for module in model.modules():
-        cpu_version = CPU_VERSIONS.get(type(module))
-        if cpu_version is not None:
-            module.__class__ = cpu_version
-        if isinstance(module, BaseBackbone):
-            # Only mmtnt's backbones: other modules may hand channels-last
-            # maps to operators assuming NCHW (mmcv's CPU RoIAlign).
-            for conv in module.modules():
-                if isinstance(conv, nn.Conv2d):
-                    conv.to(memory_format=torch.channels_last)
+    backbones = [m for m in model.modules() if isinstance(m, BaseBackbone)]
+    swap_classes(model, CPU_VERSIONS)
+    for backbone in backbones:
+        swap_classes(backbone, BACKBONE_CPU_VERSIONS)
+        for conv in backbone.modules():
+            if isinstance(conv, CpuConv2d):
+                conv.to(memory_format=torch.channels_last)
     return model
 
 
+def swap_classes(model, cpu_versions):
+    """Give each module of ``model`` whose exact type is a key of
+    ``cpu_versions`` the class it maps to, in place."""
+    for module in model.modules():
+        cpu_version = cpu_versions.get(type(module))
+        if cpu_version is not None:
+            module.__class__ = cpu_version
+
+
 def is_accelerated(model):
-    """Whether any module of ``model`` is one of :data:`CPU_VERSIONS`."""
-    cpu_versions = set(CPU_VERSIONS.values())
+    """Whether any module of ``model`` is one of :data:`CPU_VERSIONS` or
+    :data:`BACKBONE_CPU_VERSIONS`."""
+    cpu_versions = {*CPU_VERSIONS.values(), *BACKBONE_CPU_VERSIONS.values()}
     return any(type(module) in cpu_versions for module in model.modules())
 
 
