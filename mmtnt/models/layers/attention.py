@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..utils.shape import ceil_div, known_equal, pad_to_multiple
+from ..utils.shape import ceil_div, known_zero, pad_to_multiple
 from .layout import map_to_tokens, tokens_to_map
 
 #: Head dims the fused 16-bit kernels take without padding.
@@ -244,6 +244,18 @@ def merge_heads(x):
     return x.flatten(2)
 
 
+def batch_index(index, batch_size, stride):
+    """``index`` (N,) into each of ``batch_size`` rows of ``stride``
+    elements, as one index (batch_size * N,) into the rows laid end to end.
+
+    Examples:
+        >>> batch_index(torch.tensor([2, 0]), 2, 3).tolist()
+        [2, 0, 5, 3]
+    """
+    offsets = torch.arange(batch_size, device=index.device) * stride
+    return (offsets[:, None] + index).flatten()
+
+
 class MultiheadAttention(nn.Module):
     """Multi-head self-attention with one query/key/value projection.
 
@@ -403,39 +415,90 @@ class LocallyGroupedAttention(MultiheadAttention):
         self.window_size = window_size
 
     @staticmethod
-    def padding_mask(hw_shape, window_size, device=None):
+    def window_positions(num_windows, window_size, device=None):
+        """Where the tokens of the windows lie on the padded map: rows and
+        columns (each int64 (nh*nw*ws*ws,)) of every window's tokens in
+        turn, windows and their tokens row-major.
+
+        Args:
+            num_windows (tuple[int, int]): The windows (nh, nw) a column
+                and a row.
+            window_size (int): Side ``ws`` of a window.
+            device (torch.device, optional): Where the tensors go.
+
+        Returns:
+            tuple[Tensor, Tensor]: The rows and the columns.
+
+        Examples:
+            >>> rows, cols = LocallyGroupedAttention.window_positions(
+            ...     (1, 2), 2)
+            >>> rows.tolist(), cols.tolist()
+            ([0, 0, 1, 1, 0, 0, 1, 1], [0, 1, 0, 1, 2, 3, 2, 3])
+        """
+        nh, nw = num_windows
+        ws = window_size
+        position = torch.arange(nh * nw * ws * ws, device=device)
+        window, offset = position // (ws * ws), position % (ws * ws)
+        # No remainder by a size: ONNX export takes none.
+        window_row = window // nw
+        rows = window_row * ws + offset // ws
+        cols = (window - window_row * nw) * ws + offset % ws
+        return rows, cols
+
+    @classmethod
+    def padding_mask(cls, hw_shape, window_size, device=None):
         """Which keys of each padded window are real tokens: boolean
         (num_windows, 1, 1, window_size**2), windows row-major."""
         H, W = hw_shape
         ws = window_size
         nh, nw = ceil_div(H, ws), ceil_div(W, ws)
-        rows = torch.arange(nh * ws, device=device) < H
-        cols = torch.arange(nw * ws, device=device) < W
-        real = rows[:, None] & cols[None, :]
-        real = real.view(nh, ws, nw, ws).transpose(1, 2)
-        return real.reshape(nh * nw, 1, 1, ws * ws)
+        rows, cols = cls.window_positions((nh, nw), ws, device)
+        return ((rows < H) & (cols < W)).view(nh * nw, 1, 1, ws * ws)
 
-    def attend(self, x, hw_shape=None, attn_bias=None):
-        """Attention within windows of ``x`` (B, H*W, C), before the output
-        projection."""
-        if attn_bias is not None:
-            raise ValueError('LocallyGroupedAttention takes no attn_bias.')
-        B, N, C = x.shape
+    def partition(self, x, hw_shape):
+        """The windows (B*nh*nw, ws*ws, C) of tokens ``x`` (B, H*W, C) on
+        a grid ``hw_shape``, zero-padded at the right and bottom."""
+        B, _, C = x.shape
         H, W = hw_shape
         ws = self.window_size
         x = pad_to_multiple(x.view(B, H, W, C), ws, dims=(1, 2))
-        nh, nw = x.shape[1] // ws, x.shape[2] // ws
-        padded = not known_equal(x.shape[1:3], (H, W))
-        windows = x.view(B, nh, ws, nw, ws, C).transpose(2, 3).reshape(
-            B * nh * nw, ws * ws, C)
+        Hp, Wp = x.shape[1:3]
+        rows, cols = self.window_positions((Hp // ws, Wp // ws), ws,
+                                           x.device)
+        index = batch_index(rows * Wp + cols, B, Hp * Wp)
+        return x.reshape(B * Hp * Wp, C).index_select(0, index).view(
+            -1, ws * ws, C)
+
+    def merge(self, windows, batch_size, hw_shape):
+        """Tokens (B, H*W, C) from their windows (B*nh*nw, ws*ws, C), the
+        padding left out."""
+        H, W = hw_shape
+        ws = self.window_size
+        num_padded = windows.shape[0] // batch_size * ws * ws
+        token = torch.arange(H * W, device=windows.device)
+        row = token // W
+        col = token - row * W
+        window = row // ws * ceil_div(W, ws) + col // ws
+        position = window * ws * ws + row % ws * ws + col % ws
+        index = batch_index(position, batch_size, num_padded)
+        tokens = windows.flatten(0, 1).index_select(0, index)
+        return tokens.view(batch_size, H * W, -1)
+
+    def attend(self, x, hw_shape=None, attn_bias=None):
+        """Attention within windows of ``x`` (B, H*W, C), before the output
+        projection. The windows are cut out and put back by index, so one
+        compiled graph holds for every grid, windows that divide it or
+        not."""
+        if attn_bias is not None:
+            raise ValueError('LocallyGroupedAttention takes no attn_bias.')
+        B = x.shape[0]
+        H, W = hw_shape
+        ws = self.window_size
+        windows = self.partition(x, hw_shape)
         q, k, v = split_heads(self.qkv(windows), 3, self.num_heads)
         mask = None
-        if padded:
+        if not known_zero(H % ws, W % ws):
             mask = self.padding_mask(hw_shape, ws, x.device).repeat(
                 B, 1, 1, 1)
         windows = merge_heads(self.scaled_dot_product(q, k, v, mask))
-        windows = windows.view(B, nh, nw, ws, ws, C)
-        x = windows.transpose(2, 3).reshape(B, nh * ws, nw * ws, C)
-        if padded:
-            x = x[:, :H, :W]
-        return x.reshape(B, N, C)
+        return self.merge(windows, B, hw_shape)
