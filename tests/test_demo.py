@@ -20,8 +20,8 @@ from demo_runs import (ROOT, SHORT_TEST_IMAGES_FASHION_MNIST,
 DEMO_CONFIG = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 TNT_CONFIG = 'configs/tnt/tnt-s-p16_16xb64_in1k.py'
 
-# The shortened demo (``demo_runs.short_fashion_mnist_run``): 19,200
-# training images seen once (150 iterations of 128), tested on the first
+# The shortened demo (``demo_runs.short_fashion_mnist_run``): 12,800
+# training images seen once (100 iterations of 128), tested on the first
 # 2,000 test images. Chance is 10%.
 MIN_SHORT_TOP1 = 50.0
 
