@@ -13,7 +13,9 @@ its ``benchmark.py``), and run from the repository root:
   ``python -m benchmarks.int8_benchmark``: ONNX Runtime against the eager
   models, fp32 and INT8;
 - ``python -m benchmarks.mask_rcnn_onnx_benchmark``: a Mask R-CNN's ONNX
-  graph against mmdet's ``predict``.
+  graph against mmdet's ``predict``;
+- ``python -m benchmarks.data_loader``: a config's train pipeline in
+  images/s per CPU core, and the cores a GPU's step needs.
 
 Every one measures with :mod:`benchmarks.measure` (interleaved rounds,
 medians, per-round ratios, peak memory) and writes its tables with
