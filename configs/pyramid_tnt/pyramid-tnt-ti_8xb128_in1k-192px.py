@@ -15,16 +15,3 @@ _base_ = [
 model = dict(
     backbone=dict(arch='ti', img_size=192),
     head=dict(in_channels=320))
-
-# Exponential moving average of the weights (timm's model_ema_decay
-# 0.99996); validation and the saved checkpoints use the averaged weights.
-# As timm's ModelEma, it averages the stem's BatchNorm statistics too
-# (`update_buffers`) instead of copying the live ones. The momentum counts
-# iterations: keep the total batch of 1024 (docs/classification.md).
-custom_hooks = [
-    dict(
-        type='EMAHook',
-        momentum=4e-5,
-        update_buffers=True,
-        priority='ABOVE_NORMAL')
-]

@@ -1,9 +1,10 @@
-# The PyramidTNT schedule: the TNT one (AdamW, lr 1e-3 at a total batch of
+# The PyramidTNT recipe: the TNT schedule (AdamW, lr 1e-3 at a total batch of
 # 1024, weight decay 0.05, no decay on norms, biases and the position
 # embeddings `sentence_pos`/`word_pos`, timm's cosine to epoch 300 stepped
 # once per epoch, then 10 cool-down epochs at the minimum lr) with 20 warm-up
 # epochs (official: --warmup-epochs 20 --warmup-lr 1e-6). As in the official
-# training, the attention biases (`relative_pos`) are decayed.
+# training, the attention biases (`relative_pos`) are decayed. The EMA of the
+# weights (below) is part of the recipe.
 _base_ = './imagenet_bs1024_adamw_tnt.py'
 
 # PyramidTNT has no class token: only its position embeddings are exempt.
@@ -24,4 +25,17 @@ param_scheduler = [
         warmup_steps=20,
         warmup_start=1e-6,
         by_epoch=True),
+]
+
+# Exponential moving average of the weights (timm's model_ema_decay
+# 0.99996); validation and the saved checkpoints use the averaged weights.
+# As timm's ModelEma, it averages the stem's BatchNorm statistics too
+# (`update_buffers`) instead of copying the live ones. The momentum counts
+# iterations: keep the total batch of 1024 (docs/classification.md).
+custom_hooks = [
+    dict(
+        type='EMAHook',
+        momentum=4e-5,
+        update_buffers=True,
+        priority='ABOVE_NORMAL')
 ]
