@@ -59,12 +59,11 @@ import numpy as np
 import torch
 from mmengine.dataset import Compose
 from mmengine.registry import init_default_scope
-from mmengine.utils import import_modules_from_strings
 from PIL import Image
 
 from mmtnt.analysis import format_table, load_config
 from .measure import interleaved_rounds, ratio_cell
-from .options import device_description
+from .options import add_timing_options, device_description
 
 JPEG_SIZE = (350, 400)
 JPEG_QUALITY = 96
@@ -270,14 +269,12 @@ def loader(name, paths):
 def build_transforms(cfg):
     """The transforms of ``cfg``'s train pipeline, built as the runner's
     dataset builds them: mmengine's ``Compose`` in the config's default
-    scope, after its ``custom_imports``.
+    scope (``Config.fromfile`` has imported its ``custom_imports``).
 
     Returns:
         list[Callable[[dict], dict]]: In order.
     """
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
-    if cfg.get('custom_imports'):
-        import_modules_from_strings(**cfg.custom_imports)
     return Compose(cfg.train_dataloader.dataset.pipeline).transforms
 
 
@@ -545,10 +542,7 @@ def parse_args(argv=None):
         help='where the JPEGs are written once and kept')
     parser.add_argument('--clock', choices=list(CLOCKS), default='cpu',
                         help='the CPU time of this process, or wall time')
-    parser.add_argument('--warmup', type=int, default=1,
-                        help='unmeasured passes of each first')
-    parser.add_argument('--rounds', type=int, default=5,
-                        help='measured passes of each, interleaved')
+    add_timing_options(parser, warmup=1, rounds=5)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--out', help='also write the output to this file')
     args = parser.parse_args(argv)

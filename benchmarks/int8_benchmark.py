@@ -69,6 +69,7 @@ from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.quantize import (MODES, calibration_inputs,
                                    cpu_int8_features, quantize_onnx)
 from .measure import format_times, ratio_cell, time_runs
+from .options import add_timing_options
 from .variants import variants
 
 #: The suffix of the graphs with 8-bit weights (``--full-range``).
@@ -127,10 +128,7 @@ def parse_args(argv=None):
         help='batches timed')
     parser.add_argument(
         '--threads', type=int, default=2, help='threads of ORT and torch')
-    parser.add_argument(
-        '--rounds', type=int, default=9, help='timed runs of each')
-    parser.add_argument(
-        '--warmup', type=int, default=2, help='untimed runs of each first')
+    add_timing_options(parser, warmup=2, rounds=9)
     parser.add_argument(
         '--full-range',
         action='store_true',

@@ -41,6 +41,7 @@ import numpy as np
 
 from mmtnt.analysis import format_table
 from .measure import interleaved_rounds, reset_resident_peak, resident_bytes
+from .options import add_timing_options
 
 #: The repository root, from where the workers import this module.
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -361,10 +362,7 @@ def parse_args(argv=None):
     parser.add_argument(
         '--image', help='an image file (resized to --shape) or a folder of '
         'images tiled into a mosaic; random pixels without')
-    parser.add_argument('--rounds', type=int, default=5,
-                        help='timed rounds (default 5)')
-    parser.add_argument('--warmup', type=int, default=1,
-                        help='untimed runs of each side first (default 1)')
+    add_timing_options(parser, warmup=1, rounds=5)
     parser.add_argument('--threads', type=int, default=2,
                         help='threads of PyTorch and ONNX Runtime '
                         '(default 2)')

@@ -46,6 +46,7 @@ from mmtnt.analysis import default_shape, format_table, load_config
 from mmtnt.deploy import (INPUT_NAME, build_model, cpu_session, export_graph,
                           export_onnx, second_shape, verify_onnx)
 from .measure import format_times, time_runs
+from .options import add_timing_options
 from .variants import variants
 
 #: The batch of the accuracy checks.
@@ -149,10 +150,7 @@ def parse_args(argv=None):
         type=int,
         default=2,
         help='threads of PyTorch and of ONNX Runtime')
-    parser.add_argument(
-        '--rounds', type=int, default=5, help='timed runs of each')
-    parser.add_argument(
-        '--warmup', type=int, default=1, help='untimed runs of each first')
+    add_timing_options(parser, warmup=1, rounds=5)
     parser.add_argument(
         '--work-dir',
         help='where the ONNX files are written (default: a temporary '

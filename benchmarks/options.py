@@ -32,6 +32,26 @@ def add_run_options(parser, device='cpu', warmup=2, rounds=5):
         '--img-size', type=int, nargs='+',
         help='input side, or H W (default: the published size, or the '
         'config\'s)')
+    add_timing_options(parser, warmup, rounds)
+    parser.add_argument('--seed', type=int, default=0)
+
+
+def add_timing_options(parser, warmup, rounds):
+    """Add ``--warmup`` and ``--rounds``, which every benchmark's timing
+    loop (:func:`benchmarks.measure.interleaved_rounds`) takes.
+
+    Args:
+        parser (argparse.ArgumentParser): Gets the options.
+        warmup (int): The default warm-up runs.
+        rounds (int): The default measured rounds.
+
+    Examples:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> add_timing_options(parser, warmup=1, rounds=5)
+        >>> parser.parse_args([]).rounds
+        5
+    """
     parser.add_argument(
         '--warmup', type=int, default=warmup,
         help='unmeasured runs of each first')
@@ -39,7 +59,6 @@ def add_run_options(parser, device='cpu', warmup=2, rounds=5):
         '--rounds', type=int, default=rounds,
         help='measured rounds; each runs everything once, the order '
         'rotating')
-    parser.add_argument('--seed', type=int, default=0)
 
 
 def add_cpu_options(parser):
