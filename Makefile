@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   set up, then train and test TNT on Fashion-MNIST (no ImageNet needed)
 #   make test   set up, then run the test suite
+#   make test-long   the tests marked long too (learning checks of minutes)
 VENV ?= .venv
 # Test processes (pytest-xdist): one per core by default, each computing on
 # one thread (tests/conftest.py); TEST_WORKERS=0 runs the suite in one
@@ -9,7 +10,7 @@ TEST_WORKERS ?= auto
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmtnt-installed
 
-.PHONY: setup demo test
+.PHONY: setup demo test test-long
 
 $(STAMP): tools/setup_env.sh setup.py requirements/mminstall.txt requirements/runtime.txt requirements/tests.txt
 	bash tools/setup_env.sh $(VENV)
@@ -24,3 +25,6 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
+
+test-long: setup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --long tests

@@ -25,13 +25,26 @@ torch.set_num_threads(
     1 if XDIST_WORKER else max(1, min(2, os.cpu_count() or 1)))
 
 
-def pytest_collection_modifyitems(items):
-    """Run the ``slow`` tests first (in their order), then the rest.
+def pytest_addoption(parser):
+    parser.addoption(
+        '--long', action='store_true',
+        help='also run the tests marked long (minutes each; make test-long)')
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the ``long`` tests unless ``--long`` is given, and run the
+    ``slow`` tests first (in their order), then the rest.
 
     Under ``--dist loadgroup`` the workers take the tests in this order, so
     the long runs start at once and the short tests fill in around them
     instead of one long test finishing alone at the end.
     """
+    if not config.getoption('long'):
+        skip = pytest.mark.skip(
+            reason='a long learning check: make test-long runs it')
+        for item in items:
+            if item.get_closest_marker('long'):
+                item.add_marker(skip)
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)
 
 
