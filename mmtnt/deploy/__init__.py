@@ -1,10 +1,12 @@
 """Deployment of mmtnt models: build (:func:`build_model`), export to ONNX
-(:func:`export_onnx`), verify with ONNX Runtime (:func:`verify_onnx`), and
-quantize to INT8 (:mod:`mmtnt.deploy.quantize`).
+(:func:`export_onnx`), run in ONNX Runtime or OpenVINO (:func:`cpu_session`,
+``backend`` and ``precision``), verify against PyTorch (:func:`verify_onnx`),
+and quantize to INT8 (:mod:`mmtnt.deploy.quantize`).
 
 Examples:
-    >>> from mmtnt.deploy import (build_model, export_graph, export_onnx,
-    ...                           verify_onnx, verify_sizes)
+    >>> from mmtnt.deploy import (INPUT_NAME, build_model, cpu_session,
+    ...                           export_graph, export_onnx, verify_onnx,
+    ...                           verify_sizes)
     >>> model = build_model('twins-svt-small_8xb128_in1k')  # published
     >>> graph = export_graph(model)
     >>> ranges = export_onnx(graph, 'svt-s.onnx', (224, 224), dynamic=True)
@@ -12,6 +14,9 @@ Examples:
     ...                      verify_sizes(graph, (224, 224), dynamic=True))
     >>> report.passed
     True
+    >>> session = cpu_session('svt-s.onnx', backend='openvino',
+    ...                       precision='bf16')
+    >>> scores, = session.run(None, {INPUT_NAME: images})
 """
 from .boxes import nms_by_group
 from .detection import (UNPADDED, DetectorGraph, dense_head_detections,
@@ -23,15 +28,18 @@ from .graphs import (ClassifierGraph, SegmentorGraph, describe_preprocessing,
                      export_graph, input_channels, is_detector, output_names)
 from .masks import paste_masks
 from .quantize import calibration_inputs, cpu_int8_features, quantize_onnx
-from .runtime import IMG_SHAPE_NAME, INPUT_NAME, cpu_session
-from .verify import (CLS_TOLERANCES, DEFAULT_TOLERANCE, VerifyReport,
-                     padded_check, second_shape, verify_onnx, verify_sizes)
+from .runtime import (BACKENDS, IMG_SHAPE_NAME, INPUT_NAME, PRECISIONS,
+                      OpenVINOSession, cpu_session)
+from .verify import (BF16_TOLERANCE, CLS_TOLERANCES, DEFAULT_TOLERANCE,
+                     VerifyReport, padded_check, second_shape, verify_onnx,
+                     verify_sizes)
 from .verify_detection import (DET_BOX_TOLERANCE, DET_MASK_IOU,
                                DET_SCORE_TOLERANCE, graph_detections,
                                match_detections, verify_detector_onnx)
 
 __all__ = [
-    'CLS_TOLERANCES', 'ClassifierGraph', 'DEFAULT_TOLERANCE',
+    'BACKENDS', 'BF16_TOLERANCE', 'CLS_TOLERANCES', 'ClassifierGraph',
+    'DEFAULT_TOLERANCE', 'OpenVINOSession', 'PRECISIONS',
     'DET_BOX_TOLERANCE', 'DET_MASK_IOU', 'DET_SCORE_TOLERANCE',
     'DetectorGraph', 'IMG_SHAPE_NAME', 'INPUT_NAME', 'MIN_DYNAMIC_TRACE_SIZE',
     'SegmentorGraph', 'UNPADDED', 'VerifyReport', 'build_model',

@@ -2,8 +2,9 @@
 
 ``pytorch2onnx.py`` (:func:`export_main`) exports an mmtnt model to ONNX,
 optionally verifies it against PyTorch (``--verify``) and writes an INT8
-graph (``--int8``); ``test.py`` (:func:`evaluate_main`) scores an ONNX graph
-on a config's test set.
+graph (``--int8``), for ONNX Runtime or OpenVINO (``--backend``); ``test.py``
+(:func:`evaluate_main`) scores an ONNX graph on a config's test set in
+either runtime, at fp32, bf16 or INT8 (``--precision``).
 
 Examples::
 
@@ -12,7 +13,7 @@ Examples::
         --output-file svt-s.onnx --shape 224 224 --dynamic-export --verify
     python tools/deployment/test.py \\
         configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py \\
-        retinanet.onnx --threads 2
+        retinanet.onnx --threads 2 --backend openvino --precision bf16
 """
 import argparse
 import os.path as osp
@@ -24,7 +25,7 @@ from ..utils.cli import add_cfg_options, load_config
 from .export import build_model, check_input_size, export_onnx
 from .graphs import (describe_preprocessing, export_graph, input_channels,
                      is_detector, output_names)
-from .runtime import IMG_SHAPE_NAME, INPUT_NAME
+from .runtime import BACKENDS, IMG_SHAPE_NAME, INPUT_NAME, PRECISIONS
 from .verify import DEFAULT_TOLERANCE, padded_check, verify_onnx, verify_sizes
 
 #: Images ``--int8 static`` calibrates on: as many as the INT8 table of
@@ -88,10 +89,18 @@ def parse_export_args(argv=None):
     parser.add_argument(
         '--verify',
         action='store_true',
-        help='compare ONNX Runtime with PyTorch on random input (detectors: '
-        'with mmdet\'s predict, see mmtnt.deploy.verify); exit with '
-        'status 1 when they differ by more than allowed (classifiers: '
+        help='compare the --backend runtime with PyTorch on random input '
+        '(detectors: with mmdet\'s predict, see mmtnt.deploy.verify); exit '
+        'with status 1 when they differ by more than allowed (classifiers: '
         'mmtnt.deploy.CLS_TOLERANCES, segmentors: --tolerance)')
+    parser.add_argument(
+        '--backend',
+        choices=BACKENDS,
+        default='onnxruntime',
+        help='the runtime --verify runs the graph in (float32), and --int8 '
+        'quantizes for: onnxruntime (an *_int8.onnx graph) or openvino '
+        '(static only: an INT8 IR next to the ONNX file, through NNCF); '
+        'default onnxruntime')
     parser.add_argument(
         '--verify-shape',
         type=int,
@@ -113,9 +122,10 @@ def parse_export_args(argv=None):
     parser.add_argument(
         '--int8',
         choices=['dynamic', 'static'],
-        help='also write an INT8 graph for ONNX Runtime on the CPU '
-        '(mmtnt.deploy.quantize.quantize_onnx): dynamic (int8 weights, no '
-        'data needed) or static (activations calibrated on '
+        help='also write an INT8 graph for the --backend runtime on the CPU '
+        '(mmtnt.deploy.quantize.quantize_onnx, or for openvino '
+        'mmtnt.deploy.quantize_openvino): dynamic (int8 weights, no data '
+        'needed; onnxruntime only) or static (activations calibrated on '
         '--calibration-images images of the training set)')
     parser.add_argument(
         '--int8-file',
@@ -137,6 +147,9 @@ def load_model(args):
         raise SystemExit('Error: --batch-size must be at least 1.')
     if args.int8 is not None and args.calibration_images < 1:
         raise SystemExit('Error: --calibration-images must be at least 1.')
+    if args.int8 == 'dynamic' and args.backend == 'openvino':
+        raise SystemExit('Error: --int8 dynamic is ONNX Runtime\'s: '
+                         'OpenVINO\'s INT8 is --int8 static.')
     try:
         model = build_model(
             load_config(args.config, args.cfg_options), args.checkpoint)
@@ -172,6 +185,9 @@ def write_int8(args):
             load_config(args.config, args.cfg_options),
             args.calibration_images,
             split='train')
+    if args.backend == 'openvino':
+        write_openvino_int8(args, calibration)
+        return
     output_file = int8_file(args)
     quantize_onnx(args.output_file, output_file, args.int8, calibration)
     detail = ('7-bit int8 weights, activations quantized at run time'
@@ -179,6 +195,16 @@ def write_int8(args):
               f'calibrated on {len(calibration)} training images')
     print(f'Wrote the INT8 graph ({args.int8}: {detail}) to {output_file}; '
           'docs/inference.md says which layers stay fp32.')
+
+
+def write_openvino_int8(args, calibration):
+    """``--int8 static --backend openvino``: the INT8 IR next to the ONNX
+    file (``--int8-file`` to write it elsewhere)."""
+    from .quantize_openvino import quantize_openvino
+    output_file = quantize_openvino(args.output_file, calibration,
+                                    args.int8_file)
+    print(f'Wrote the OpenVINO INT8 IR (NNCF, calibrated on '
+          f'{len(calibration)} training images) to {output_file}.')
 
 
 def format_range(low, high):
@@ -223,8 +249,9 @@ def verify(args, model, graph, checks, channels):
             channels,
             tolerance=args.tolerance,
             image=args.verify_image,
-            padded=padded)
-    except ValueError as error:
+            padded=padded,
+            backend=args.backend)
+    except (ValueError, ImportError) as error:
         raise SystemExit(f'Error: {error}')
     print(report)
     return report.passed
@@ -263,7 +290,9 @@ def export_main(argv=None):
     if args.int8 is not None:
         write_int8(args)
     if args.verify and not verify(args, model, graph, checks, channels):
-        print('Error: ONNX Runtime and PyTorch disagree.', file=sys.stderr)
+        runtime = dict(onnxruntime='ONNX Runtime',
+                       openvino='OpenVINO')[args.backend]
+        print(f'Error: {runtime} and PyTorch disagree.', file=sys.stderr)
         raise SystemExit(1)
 
 
@@ -272,7 +301,7 @@ def parse_evaluate_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Evaluate an ONNX graph (fp32 or INT8) of a classifier, '
         'segmentor or detector on the test set of its config, with ONNX '
-        'Runtime on the CPU and the config\'s test evaluator.')
+        'Runtime or OpenVINO on the CPU and the config\'s test evaluator.')
     parser.add_argument(
         'config', help='the config the graph was exported from, or one '
         'that inherits it with the data to test on')
@@ -281,7 +310,21 @@ def parse_evaluate_args(argv=None):
     parser.add_argument(
         '--threads',
         type=int,
-        help='ONNX Runtime intra-op threads (default: one per core)')
+        help='the runtime\'s intra-op threads (default: one per core)')
+    parser.add_argument(
+        '--backend',
+        choices=BACKENDS,
+        default='onnxruntime',
+        help='the runtime (default onnxruntime; openvino needs '
+        'pip install \'mmtnt[openvino]\')')
+    parser.add_argument(
+        '--precision',
+        choices=PRECISIONS,
+        default='fp32',
+        help='openvino: fp32, bf16 (CPUs with AVX-512 BF16 or AMX) or int8 '
+        '(the IR of pytorch2onnx.py --int8 static --backend openvino); '
+        'onnxruntime: fp32 (its INT8 graph is a file of its own) '
+        '(default fp32)')
     parser.add_argument(
         '--num-images',
         type=int,
@@ -319,8 +362,9 @@ def evaluate_main(argv=None):
         log_level='INFO')
     try:
         metrics = evaluate_onnx(args.config, args.model, args.threads,
-                                args.cfg_options, args.num_images)
-    except (FileNotFoundError, ValueError) as error:
+                                args.cfg_options, args.num_images,
+                                args.backend, args.precision)
+    except (FileNotFoundError, ValueError, ImportError) as error:
         raise SystemExit(f'tools/deployment/test.py: {error}')
     if json_file is not None:
         mmengine.dump(

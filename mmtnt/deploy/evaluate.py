@@ -1,6 +1,7 @@
 """Evaluating deployed graphs: an ONNX graph (fp32 or INT8) run by ONNX
-Runtime over a config's test dataloader and scored by the config's test
-evaluator, as ``tools/test.py`` scores the PyTorch model.
+Runtime or OpenVINO (fp32, bf16, INT8) over a config's test dataloader and
+scored by the config's test evaluator, as ``tools/test.py`` scores the
+PyTorch model.
 
 The graph's outputs become the data samples of the model's ``predict``
 (:class:`ClassifierPredictions`, :class:`SegmentorPredictions`,
@@ -29,36 +30,47 @@ def evaluate_onnx(config,
                   onnx_file,
                   num_threads=None,
                   cfg_options=None,
-                  num_images=None):
+                  num_images=None,
+                  backend='onnxruntime',
+                  precision='fp32'):
     """Score an ONNX graph on a config's test set with its test evaluator.
 
     Args:
         config (str | Config): The config the graph was exported from (or one
             that inherits it, with the data to test on).
         onnx_file (str): The graph, fp32 or INT8.
-        num_threads (int, optional): ONNX Runtime's intra-op threads.
+        num_threads (int, optional): The runtime's intra-op threads.
         cfg_options (dict, optional): Merged into the config.
         num_images (int, optional): Only the first images of the test set.
+        backend (str): ``'onnxruntime'`` or ``'openvino'``
+            (:func:`~mmtnt.deploy.cpu_session`).
+        precision (str): ``'fp32'``, ``'bf16'`` or ``'int8'`` (OpenVINO's
+            IR next to ``onnx_file``).
 
     Returns:
         dict: The evaluator's metrics, also logged as ``tools/test.py`` does.
 
     Examples:
         >>> metrics = evaluate_onnx(  # doctest: +SKIP
-        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py', 'tnt.onnx')
+        ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py', 'tnt.onnx',
+        ...     backend='openvino', precision='bf16')
     """
     return evaluate_graphs(config, dict(onnx=onnx_file), num_threads,
-                           cfg_options, num_images)['onnx']
+                           cfg_options, num_images, backend,
+                           precision)['onnx']
 
 
 def evaluate_graphs(config,
                     onnx_files,
                     num_threads=None,
                     cfg_options=None,
-                    num_images=None):
+                    num_images=None,
+                    backend='onnxruntime',
+                    precision='fp32'):
     """Score several graphs of one model (fp32 and INT8, say) on the same test
     images, loaded once: :func:`evaluate_onnx` of each of ``onnx_files``
-    (name -> ONNX file).
+    (name -> ONNX file, or -> ``(ONNX file, backend, precision)`` to run
+    that one otherwise than ``backend`` and ``precision`` say).
 
     Returns:
         dict: Name -> the evaluator's metrics, each logged after its name.
@@ -66,12 +78,17 @@ def evaluate_graphs(config,
     from mmengine.logging import print_log
     from mmengine.registry import DefaultScope
     cfg = load_test_config(config, cfg_options)
-    for onnx_file in onnx_files.values():
+    runs = {
+        name: (run, backend, precision) if isinstance(run, str) else run
+        for name, run in onnx_files.items()
+    }
+    for onnx_file, _, _ in runs.values():
         if not osp.isfile(onnx_file):
             raise FileNotFoundError(f'ONNX file not found: {onnx_file}')
     sessions = {
-        name: cpu_session(onnx_file, num_threads)
-        for name, onnx_file in onnx_files.items()
+        name: cpu_session(onnx_file, num_threads, backend=run_backend,
+                          precision=run_precision)
+        for name, (onnx_file, run_backend, run_precision) in runs.items()
     }
     for session in sessions.values():
         check_graph_outputs(session, TASKS[cfg.default_scope])

@@ -1,10 +1,11 @@
-"""Verify an exported graph: ONNX Runtime (CPU) against PyTorch.
+"""Verify an exported graph: ONNX Runtime or OpenVINO (CPU) against PyTorch.
 
 :func:`verify_onnx` runs both on the same inputs (:func:`verify_sizes`):
 classifier outputs are compared element by element within
 ``atol + rtol * |torch|`` (:data:`CLS_TOLERANCES`), segmentor logits by
 their relative difference (:data:`DEFAULT_TOLERANCE`), and detections are
 matched with mmdet's ``predict`` (:mod:`mmtnt.deploy.verify_detection`).
+OpenVINO's bfloat16 is held to :data:`BF16_TOLERANCE` instead.
 """
 import dataclasses
 from typing import List
@@ -16,7 +17,7 @@ from mmengine.model import BaseModel
 from ..models.utils import ceil_div
 from .detection import DetectorGraph
 from .graphs import ClassifierGraph, export_graph, input_channels
-from .runtime import INPUT_NAME, cpu_session
+from .runtime import BACKENDS, INPUT_NAME, check_choice, cpu_session
 from .verify_detection import (describe_detector_check, verdict,
                                verify_detector_onnx)
 
@@ -27,6 +28,14 @@ DEFAULT_TOLERANCE = 1e-4
 #: smallest normal number, only absorbs scores that underflow.
 CLS_TOLERANCES = dict(
     scores=(1e-3, float(np.finfo(np.float32).tiny)), logits=(1e-3, 1e-3))
+#: OpenVINO bf16, classifiers and segmentors: the largest relative
+#: difference (``max|bf16 - torch| / max|torch|``). bfloat16 keeps 8
+#: significant bits (a rounding of 2**-9 = 2e-3 per value); the S
+#: classifiers' logits land within 1e-2 of their largest logit.
+BF16_TOLERANCE = 3e-2
+#: The precisions :func:`verify_onnx` checks (INT8 is scored on data by
+#: :func:`~mmtnt.deploy.evaluate_onnx`).
+VERIFY_PRECISIONS = ('fp32', 'bf16')
 
 
 def second_shape(height, width):
@@ -125,7 +134,8 @@ class VerifyReport:
         output_name (str): The graph's (first) output.
         checks (list[dict]): Per input, ``shape``, ``ok`` and ``error``, and
             the task's differences.
-        tolerance (float): A segmentor's largest relative difference.
+        tolerance (float): The largest relative difference of a segmentor
+            or of a bf16 graph.
     """
     task: str
     output_name: str
@@ -148,7 +158,7 @@ class VerifyReport:
         head = f'Verify {check["shape"]}: '
         if check['error'] is not None:
             return f'{head}FAILED, {check["error"]}'
-        if self.task == 'segmentor':
+        if check.get('worst') is None:  # segmentors, bf16
             return (f'{head}max abs diff {check["max_abs"]:.3g}, relative '
                     f'diff {check["relative"]:.3g} (max|onnx - torch| / '
                     f'max|torch|, tolerance {self.tolerance:g})'
@@ -182,9 +192,11 @@ def verify_onnx(onnx_file,
                 tolerance=DEFAULT_TOLERANCE,
                 logits=False,
                 image=None,
-                padded=None):
-    """Run an ONNX graph with ONNX Runtime (CPU) and its module with PyTorch on
-    the same inputs, and compare.
+                padded=None,
+                backend='onnxruntime',
+                precision='fp32'):
+    """Run an ONNX graph with ONNX Runtime or OpenVINO (CPU) and its module
+    with PyTorch on the same inputs, and compare.
 
     Args:
         onnx_file (str): The ONNX file.
@@ -195,7 +207,7 @@ def verify_onnx(onnx_file,
         channels (int, optional): Channels of the inputs. Defaults to the
             model's.
         seed (int): Seed of the random inputs. Defaults to 0.
-        num_threads (int, optional): ONNX Runtime's intra-op threads.
+        num_threads (int, optional): The runtime's intra-op threads.
         tolerance (float): Segmentors: the largest relative difference.
         logits (bool): A classifier model's file holds logits. Defaults to
             False.
@@ -203,6 +215,10 @@ def verify_onnx(onnx_file,
             file) resized to each size; random pixels without it.
         padded (tuple, optional): Detectors: ``(img_shape, pad_shape)`` of one
             more, padded check (:func:`padded_check`).
+        backend (str): ``'onnxruntime'`` or ``'openvino'``
+            (:func:`~mmtnt.deploy.cpu_session`).
+        precision (str): ``'fp32'``, or ``'bf16'`` (OpenVINO; classifiers
+            and segmentors, held to :data:`BF16_TOLERANCE`).
 
     Returns:
         VerifyReport: What each check found.
@@ -216,19 +232,30 @@ def verify_onnx(onnx_file,
         >>> report.passed  # doctest: +SKIP
         True
     """
+    check_choice('backend', backend, BACKENDS)
+    check_choice('verify precision', precision, VERIFY_PRECISIONS)
     if isinstance(graph, BaseModel):
         graph = export_graph(graph, logits)
     if isinstance(graph, DetectorGraph):
         if any(batch != 1 for batch, _, _ in checks):
             raise ValueError('Detectors are checked on one image: the batch '
                              'of each check must be 1.')
+        if precision != 'fp32':
+            raise ValueError(
+                'Detectors are verified at fp32 (bf16 reorders near-equal '
+                'scores): score a bf16 detector with the evaluator '
+                '(tools/deployment/test.py --precision bf16).')
         results = verify_detector_onnx(
             onnx_file, graph, [check[1:] for check in checks], image, seed,
-            num_threads, padded)
+            num_threads, padded, backend)
         return VerifyReport('detector', graph.output_names[0], results)
     channels = channels or input_channels(graph)
     classifier = isinstance(graph, ClassifierGraph)
-    session = cpu_session(onnx_file, num_threads)
+    bf16 = precision == 'bf16'
+    if bf16:
+        tolerance = BF16_TOLERANCE
+    session = cpu_session(
+        onnx_file, num_threads, backend=backend, precision=precision)
     generator = torch.Generator().manual_seed(seed)
     results = []
     for batch, height, width in checks:
@@ -244,15 +271,15 @@ def verify_onnx(onnx_file,
             result['relative'] = relative_difference(actual, expected)
             result['max_abs'] = float(
                 np.abs(actual.astype(np.float64) - expected).max())
-            if classifier:
+            if classifier and not bf16:
                 result['worst'] = worst_element(
                     actual, expected, *CLS_TOLERANCES[graph.output_name])
-        except Exception as error:  # ONNX Runtime's or a shape mismatch
+        except Exception as error:  # the runtime's or a shape mismatch
             result.update(
                 max_abs=float('inf'), relative=float('inf'), error=error)
         if result['error'] is not None:
             result['ok'] = False
-        elif classifier:
+        elif classifier and not bf16:
             result['ok'] = result['worst']['ratio'] <= 1
         else:
             result['ok'] = result['relative'] <= tolerance

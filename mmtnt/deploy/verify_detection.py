@@ -1,4 +1,5 @@
-"""Verify an exported detector: its detections in ONNX Runtime matched
+"""Verify an exported detector: its detections in ONNX Runtime or OpenVINO
+matched
 (:func:`match_detections`) with those of mmdet's eager ``predict``
 (:func:`verify_detector_onnx`)."""
 import os.path as osp
@@ -203,9 +204,11 @@ def match_detections(actual, expected, max_side,
 
 
 def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
-                         num_threads=None, padded=None):
-    """Run a detector's ONNX graph with ONNX Runtime (CPU) and mmdet's eager
-    ``predict`` on the same inputs, and match their detections.
+                         num_threads=None, padded=None,
+                         backend='onnxruntime'):
+    """Run a detector's ONNX graph with ONNX Runtime or OpenVINO (CPU) and
+    mmdet's eager ``predict`` on the same inputs, and match their
+    detections.
 
     Args:
         onnx_file (str): The ONNX file.
@@ -214,9 +217,10 @@ def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
         image (np.ndarray | str, optional): The image (or its file) resized to
             each size; random pixels of ``seed`` without it.
         seed (int): Defaults to 0.
-        num_threads (int, optional): ONNX Runtime's intra-op threads.
+        num_threads (int, optional): The runtime's intra-op threads.
         padded (tuple, optional): ``(img_shape, pad_shape)`` of one more,
             padded check (:func:`~mmtnt.deploy.verify.padded_check`).
+        backend (str): ``'onnxruntime'`` or ``'openvino'`` (float32).
 
     Returns:
         list[dict]: Per check, :func:`match_detections`'s result with
@@ -224,7 +228,7 @@ def verify_detector_onnx(onnx_file, graph, shapes, image=None, seed=0,
     """
     if isinstance(image, str):
         image = read_image(image)
-    session = cpu_session(onnx_file, num_threads)
+    session = cpu_session(onnx_file, num_threads, backend=backend)
     model = graph.detector
     checks = [(detector_input(model, shape, image, seed), None)
               for shape in shapes]
@@ -247,7 +251,7 @@ def check_detector_onnx(session, graph, inputs, img_shape=None):
         feed[IMG_SHAPE_NAME] = np.array(img_shape, dtype=np.int64)
     try:
         outputs = session.run(None, feed)
-    except Exception as error:  # ONNX Runtime's
+    except Exception as error:  # the runtime's
         return dict(size, error=error, ok=False)
     actual = graph_detections(graph, outputs, size['img_shape'])
     result = match_detections(actual, expected, max(size['shape'][2:]))
