@@ -93,7 +93,8 @@ setup(
     parse_requirements('runtime'),
     extras_require={
         'tests': parse_requirements('tests'),
-        'deploy': parse_requirements('deploy')
+        'deploy': parse_requirements('deploy'),
+        'openvino': parse_requirements('openvino')
     },
     zip_safe=False,
 )
