@@ -367,8 +367,14 @@ def channel_problems(cfg):
 
 
 def build_model(cfg):
+    """The model of ``cfg`` with its parameters allocated but not
+    initialised (built on the meta device): the decay checks read only
+    their names, shapes and modules, and initialising the largest models
+    takes seconds each."""
     init_default_scope(cfg.get('default_scope', 'mmengine'))
-    return MODELS.build(with_data_preprocessor(cfg))
+    with torch.device('meta'):
+        model = MODELS.build(with_data_preprocessor(cfg))
+    return model.to_empty(device='cpu')
 
 
 def decay_problems(cfg, model=None):
