@@ -275,15 +275,35 @@ def probe(cfg):
         tuple: (backbone outputs, neck outputs or None).
     """
     init_default_scope(cfg.get('default_scope', 'mmengine'))
-    backbone = revert_sync_batchnorm(MODELS.build(cfg.model.backbone)).eval()
+    backbone = revert_sync_batchnorm(zeroed(cfg.model.backbone)).eval()
     in_channels = cfg.model.backbone.get('in_channels', 3)
     x = torch.rand(1, in_channels, PROBE_SIZE, PROBE_SIZE)
     feats = tuple(backbone(x))
     neck_outs = None
     if cfg.model.get('neck') is not None:
-        neck = revert_sync_batchnorm(MODELS.build(cfg.model.neck)).eval()
+        neck = revert_sync_batchnorm(zeroed(cfg.model.neck)).eval()
         neck_outs = tuple(neck(feats))
     return feats, neck_outs
+
+
+def uninitialised(model_cfg):
+    """The module ``model_cfg`` builds, its tensors allocated but not
+    initialised (built on the meta device): initialising the largest
+    models takes seconds each, and these checks read only names, shapes
+    and modules."""
+    with torch.device('meta'):
+        model = MODELS.build(model_cfg)
+    return model.to_empty(device='cpu')
+
+
+def zeroed(model_cfg):
+    """:func:`uninitialised`, with every floating-point tensor zero, for
+    the shape probes."""
+    model = uninitialised(model_cfg)
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            tensor.detach().zero_()
+    return model
 
 
 def as_list(value):
@@ -367,14 +387,9 @@ def channel_problems(cfg):
 
 
 def build_model(cfg):
-    """The model of ``cfg`` with its parameters allocated but not
-    initialised (built on the meta device): the decay checks read only
-    their names, shapes and modules, and initialising the largest models
-    takes seconds each."""
+    """The :func:`uninitialised` model of ``cfg``, for the decay checks."""
     init_default_scope(cfg.get('default_scope', 'mmengine'))
-    with torch.device('meta'):
-        model = MODELS.build(with_data_preprocessor(cfg))
-    return model.to_empty(device='cpu')
+    return uninitialised(with_data_preprocessor(cfg))
 
 
 def decay_problems(cfg, model=None):
