@@ -1,0 +1,212 @@
+"""OpenVINO as the second runtime of :func:`mmtnt.deploy.cpu_session`.
+
+* A tiny TNT classifier (``tests/tiny_backbones.py``; its dynamic export
+  is the cheapest of the four families'), exported with dynamic axes, runs in OpenVINO at float32 within the
+  classifiers' tolerances of eager PyTorch and of ONNX Runtime at two
+  sizes and batches; at bfloat16 (CPUs with it) within
+  :data:`~mmtnt.deploy.BF16_TOLERANCE`, and visibly not at float32 (the
+  float32 session must set its precision: OpenVINO's default on such CPUs
+  is bfloat16).
+* The UperNet, RetinaNet and Mask R-CNN demos of the session's short runs
+  (their 128x128 graphs shared with test_int8_tasks.py and
+  test_deploy_test.py) verified in OpenVINO against eager mmseg and mmdet
+  (``verify_onnx(..., backend='openvino')``): the detectors with their
+  per-RoI masks, and an image padded to the graph's size with its
+  ``img_shape`` fed; then scored by the evaluator on validation scenes in
+  both runtimes, with the same metrics.
+* The one-line errors: an unknown backend or precision, bf16 in ONNX
+  Runtime, a missing INT8 IR, OpenVINO not installed.
+"""
+import sys
+
+import numpy as np
+import pytest
+import torch
+from demo_runs import data_options, short_run_graph, short_run_group
+from mmengine.config import Config
+from tiny_backbones import TNT_TINY
+
+from mmtnt.deploy import (BF16_TOLERANCE, CLS_TOLERANCES, INPUT_NAME,
+                          build_model, cpu_session, export_graph,
+                          export_onnx, padded_check, verify_onnx)
+from mmtnt.deploy.evaluate import evaluate_graphs
+from mmtnt.deploy.verify import worst_element
+
+UPERNET = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
+RETINANET = 'configs/demo/retinanet_pcpvt-demo_fpn_1xb8-30e_demo-coco.py'
+MASK_RCNN = 'configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py'
+#: (batch, height, width) of the classifier checks: the export's size and
+#: one that pads TNT's patches and interpolates its position terms, at
+#: another batch.
+CLASSIFIER_CHECKS = [(1, 64, 64), (2, 100, 132)]
+#: Validation scenes each demo is scored on in both runtimes, and the
+#: metrics compared (COCO's rounded to 3 decimals).
+EVALUATED_IMAGES = 8
+METRICS = {
+    UPERNET: ('mIoU', ),
+    RETINANET: ('coco/bbox_mAP_50', ),
+    MASK_RCNN: ('coco/bbox_mAP_50', 'coco/segm_mAP_50'),
+}
+#: float32 in OpenVINO: as far from eager PyTorch as ONNX Runtime is.
+FP32_RELATIVE = 1e-5
+
+openvino = pytest.importorskip('openvino')
+
+
+def has_bf16():
+    """Whether OpenVINO's CPU plugin runs bfloat16 on this CPU."""
+    return 'BF16' in openvino.Core().get_property(
+        'CPU', 'OPTIMIZATION_CAPABILITIES')
+
+
+@pytest.fixture(scope='module')
+def tiny_classifier(tmp_path_factory):
+    """A tiny TNT classifier (random weights, logits) and its dynamic
+    graph."""
+    torch.manual_seed(0)
+    model = build_model(
+        Config(
+            dict(
+                default_scope='mmpretrain',
+                model=dict(
+                    type='ImageClassifier',
+                    backbone=dict(
+                        type='mmtnt.TNT', arch=TNT_TINY, img_size=64),
+                    head=dict(
+                        type='LinearClsHead', num_classes=5,
+                        in_channels=16)))))
+    graph = export_graph(model, logits=True)
+    onnx_file = str(tmp_path_factory.mktemp('openvino') / 'tnt.onnx')
+    export_onnx(graph, onnx_file, (64, 64), dynamic=True)
+    return graph, onnx_file
+
+
+def test_classifier_fp32_equals_eager_and_ort(tiny_classifier):
+    graph, onnx_file = tiny_classifier
+    report = verify_onnx(onnx_file, graph, CLASSIFIER_CHECKS,
+                         backend='openvino', num_threads=1)
+    print(report)
+    assert report.passed and len(report) == 2
+    assert all(check['relative'] < FP32_RELATIVE for check in report)
+    session = cpu_session(onnx_file, 1, backend='openvino')
+    ort = cpu_session(onnx_file, 1)
+    assert [p.shape for p in session.get_inputs()] == [[None, 3, None, None]]
+    assert [(p.name, p.type) for p in session.get_outputs()] == [
+        (p.name, p.type) for p in ort.get_outputs()]
+    rng = np.random.default_rng(1)
+    for batch, height, width in CLASSIFIER_CHECKS:
+        images = rng.standard_normal((batch, 3, height, width), np.float32)
+        actual, = session.run(None, {INPUT_NAME: images})
+        expected, = ort.run(['logits'], {INPUT_NAME: images})
+        assert actual.shape == (batch, 5) and actual.dtype == np.float32
+        worst = worst_element(actual, expected, *CLS_TOLERANCES['logits'])
+        assert worst['ratio'] <= 1, worst
+
+
+@pytest.mark.skipif(not has_bf16(), reason='this CPU lacks bfloat16')
+def test_classifier_bf16_within_its_tolerance(tiny_classifier):
+    graph, onnx_file = tiny_classifier
+    report = verify_onnx(onnx_file, graph, CLASSIFIER_CHECKS,
+                         backend='openvino', precision='bf16', num_threads=1)
+    print(report)
+    assert report.passed and report.tolerance == BF16_TOLERANCE
+    assert all(line.endswith(f'tolerance {BF16_TOLERANCE:g}): OK')
+               for line in report.lines())
+    # bfloat16 rounding shows: the session did compute in bf16.
+    assert max(check['relative'] for check in report) > 10 * FP32_RELATIVE
+
+
+def dense_demo_model(config, checkpoint):
+    """The demo's model with the short run's weights, in eval mode."""
+    return build_model(config, checkpoint).eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    'config', [pytest.param(c, marks=short_run_group(c)) for c in METRICS],
+    ids=['upernet', 'retinanet', 'mask_rcnn'])
+def test_dense_demo_in_openvino(config, demo_scenes, short_runs,
+                                tmp_path_factory):
+    onnx_file, run, data = short_run_graph(config, demo_scenes, short_runs,
+                                           tmp_path_factory)
+    model = dense_demo_model(config, run.checkpoint)
+    shape = (128, 128)
+    padded = padded_check(model, shape, dynamic=False)
+    report = verify_onnx(onnx_file, model, [(1, *shape)], num_threads=1,
+                         padded=padded, backend='openvino',
+                         image=str(demo_scenes / 'coco' / 'val' /
+                                   '000001.jpg') if padded else None)
+    print(report)
+    assert report.passed and len(report) == (2 if padded else 1)
+    if padded:  # the detectors: found something, masks matched
+        assert report.checks[1]['img_shape'] == (112, 112)
+        assert min(check['count'] for check in report) > 0
+        if config == MASK_RCNN:
+            assert report.checks[1]['min_mask_iou'] >= 0.99
+    cfg_options = dict(o.split('=', 1) for o in data)
+    cfg_options.update({
+        'test_dataloader.dataset.indices': EVALUATED_IMAGES,
+        'test_dataloader.num_workers': 0,
+        'test_dataloader.persistent_workers': False
+    })
+    metrics = evaluate_graphs(
+        config,
+        dict(ort=onnx_file, openvino=(onnx_file, 'openvino', 'fp32')),
+        num_threads=1,
+        cfg_options=cfg_options)
+    for name in METRICS[config]:
+        values = [float(metrics[graph][name]) for graph in metrics]
+        print(config, name, values)
+        assert values[0] > 0 and values[0] == pytest.approx(
+            values[1], abs=1e-3), (name, metrics)
+
+
+@pytest.mark.parametrize('backend, precision, message', [
+    ('tensorrt', 'fp32', "Unknown backend 'tensorrt': use one of "
+     "'onnxruntime', 'openvino'."),
+    ('openvino', 'fp16', "Unknown precision 'fp16': use one of 'fp32', "
+     "'bf16', 'int8'."),
+    ('onnxruntime', 'bf16', "ONNX Runtime runs precision 'fp32' only, not "
+     "'bf16'"),
+    ('onnxruntime', 'int8', "ONNX Runtime runs precision 'fp32' only"),
+])
+def test_unknown_or_unsupported_choices(backend, precision, message):
+    with pytest.raises(ValueError, match='^' + message.replace(
+            '(', r'\(').replace(')', r'\)')) as error:
+        cpu_session('any.onnx', backend=backend, precision=precision)
+    assert '\n' not in str(error.value)
+
+
+def test_missing_int8_ir_names_its_command(tmp_path):
+    onnx_file = str(tmp_path / 'model.onnx')
+    with pytest.raises(ValueError) as error:
+        cpu_session(onnx_file, backend='openvino', precision='int8')
+    line = str(error.value)
+    assert '\n' not in line
+    assert line.startswith('No OpenVINO INT8 IR ') and onnx_file in line
+    assert '--int8 static --backend openvino' in line
+
+
+def test_without_openvino_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, 'openvino', None)
+    with pytest.raises(ImportError) as error:
+        cpu_session('any.onnx', backend='openvino')
+    assert str(error.value) == (
+        "OpenVINO is not installed: pip install 'mmtnt[openvino]'.")
+
+
+def test_bf16_refused_where_the_cpu_lacks_it(monkeypatch):
+    """A CPU whose OpenVINO capabilities have no BF16 is refused in one
+    line that says what to use instead."""
+    from mmtnt.deploy import runtime
+
+    class Core:
+
+        def get_property(self, device, name):
+            return ['FP32', 'INT8']
+
+    with pytest.raises(ValueError) as error:
+        runtime.check_bf16(Core())
+    assert str(error.value) == (
+        "This CPU lacks bfloat16 (OpenVINO's CPU capabilities: FP32, INT8): "
+        "use precision 'fp32' or 'int8'.")
