@@ -3,7 +3,8 @@
 * A tiny TNT classifier (``tests/tiny_backbones.py``; its dynamic export
   is the cheapest of the four families'), exported with dynamic axes,
   runs in OpenVINO at float32 within the classifiers' tolerances of eager
-  PyTorch and of ONNX Runtime at two sizes and batches; at bfloat16 (CPUs with it) within
+  PyTorch and of ONNX Runtime at two sizes and batches; at bfloat16
+  (CPUs with it) within
   :data:`~mmtnt.deploy.BF16_TOLERANCE`, and visibly not at float32 (the
   float32 session must set its precision: OpenVINO's default on such CPUs
   is bfloat16).
