@@ -6,7 +6,6 @@ formats (docs/datasets.md); ADE20K maps hold 0 "other" (ignored), 1 the
 background, 2.. the items. The same seed gives the same bytes.
 """
 import gzip
-import io
 import json
 import os
 import os.path as osp
@@ -25,7 +24,6 @@ from .fashion_mnist import find_sources
 # Fashion-MNIST label -> class name, in the datasets' class order.
 ITEM_CLASSES = {0: 'tshirt', 1: 'trouser', 7: 'sneaker', 8: 'bag'}
 CLASSES = tuple(ITEM_CLASSES.values())
-CLASSES_SEG = ('background', ) + CLASSES
 # Pictures shipped with scikit-image; the grey ones get a random tint.
 BACKGROUNDS = ('astronaut', 'chelsea', 'coffee', 'rocket',
                'immunohistochemistry', 'brick', 'grass', 'gravel', 'camera',
@@ -183,25 +181,18 @@ def polygons(mask):
     return out
 
 
-def encode_jpeg(image):
-    """``image`` (RGB uint8) as JPEG bytes."""
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format='JPEG', quality=JPEG_QUALITY)
-    return buffer.getvalue()
-
-
-def encode_png(label_map):
-    """``label_map`` (uint8) as PNG bytes."""
-    buffer = io.BytesIO()
-    Image.fromarray(label_map).save(buffer, format='PNG')
-    return buffer.getvalue()
-
-
 def write(path, payload):
     """Write ``payload`` (bytes) to ``path``, making its folder."""
     os.makedirs(osp.dirname(path), exist_ok=True)
     with open(path, 'wb') as f:
         f.write(payload)
+
+
+def save_image(path, array, **options):
+    """Save ``array`` (uint8) at ``path`` in the format of its extension,
+    making its folder; ``options`` as PIL's ``save`` takes them."""
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    Image.fromarray(array).save(path, **options)
 
 
 def scenes(seed, task, split, count, pictures, items):
@@ -220,7 +211,8 @@ def build_coco(root, split, count, seed, pictures, items):
             scenes(seed, 'coco', split, count, pictures, items)):
         image_id = index + 1
         file_name = f'{image_id:06d}.jpg'
-        write(osp.join(root, split, file_name), encode_jpeg(image))
+        save_image(osp.join(root, split, file_name), image,
+                   quality=JPEG_QUALITY)
         images.append(
             dict(
                 id=image_id,
@@ -271,12 +263,10 @@ def build_ade(root, split, count, seed, pictures, items):
         label_map = np.ones((IMAGE_SIZE, IMAGE_SIZE), np.uint8)
         for label, visible in objects:
             label_map[visible] = label + 2
-        write(
-            osp.join(root, 'images', folder, name + '.jpg'),
-            encode_jpeg(image))
-        write(
-            osp.join(root, 'annotations', folder, name + '.png'),
-            encode_png(label_map))
+        save_image(osp.join(root, 'images', folder, name + '.jpg'), image,
+                   quality=JPEG_QUALITY)
+        save_image(osp.join(root, 'annotations', folder, name + '.png'),
+                   label_map)
     return count
 
 
