@@ -1,10 +1,6 @@
-"""How glibc's ``malloc`` (PyTorch's CPU allocator) handles freed memory.
-
-By default glibc unmaps large freed blocks, so every training step has the
+"""How glibc's ``malloc`` (PyTorch's CPU allocator) handles freed memory:
+by default it unmaps large freed blocks, so every training step has the
 kernel map and zero-fill fresh pages for its activations.
-:func:`keep_freed_memory` keeps freed memory for reuse (as jemalloc or
-tcmalloc do); :func:`release_freed_memory` does the opposite (for measuring
-memory).
 """
 import ctypes
 import functools

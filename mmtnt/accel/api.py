@@ -38,9 +38,7 @@ def accelerate_for_cpu(model):
 
     Each module of :data:`CPU_VERSIONS` (exact type), and inside mmtnt's
     backbones of :data:`BACKBONE_CPU_VERSIONS`, gets its CPU version's
-    class, so parameters, hooks, state dict keys and optimizers stay. The
-    backbones' convolution weights are stored channels-last, which
-    inference reads; backward passes compute what the plain model does. A
+    class, so parameters, hooks, state dict keys and optimizers stay. A
     model that is not on the CPU is returned unchanged.
 
     Args:

@@ -1,7 +1,5 @@
 """Attention on the CPU: explicit products where PyTorch's fused kernel is
-slower. The CPU modules differ from the plain ones in their ``'auto'``
-implementation only; the thresholds were chosen by timing both routes
-(docs/benchmarks.md)."""
+slower (docs/benchmarks.md); only the ``'auto'`` implementation differs."""
 import torch
 import torch.nn.functional as F
 

@@ -1,11 +1,6 @@
 """A two-layer GELU MLP that keeps less for its backward pass and runs
-large inputs in row chunks.
-
-:func:`gelu_mlp` keeps the GELU's input but not its output (recomputed in
-backward). Hidden tensors above :data:`CHUNK_ABOVE_BYTES` are computed in
-row chunks of about :data:`CHUNK_BYTES`, which glibc reuses from the heap
-instead of mapping fresh pages (docs/benchmarks.md says how the sizes were
-chosen); under autocast the chunks' weight gradients are summed in float32.
+large inputs in row chunks, which glibc reuses from the heap instead of
+mapping fresh pages (docs/benchmarks.md says how the sizes were chosen).
 """
 from typing import Callable, NamedTuple, Optional
 

@@ -1,11 +1,6 @@
-"""Linear layers whose CPU float32 products run on oneDNN.
-
-MKL takes a narrower code path on CPUs of other vendors; oneDNN does not.
-:func:`linear` runs the forward and input-gradient products on oneDNN (the
-weight gradient stays on the BLAS, see docs/benchmarks.md). In inference
-:func:`linear_gelu` and :func:`linear_add` fuse a post-op into the product
-(no autograd: only where :func:`can_fuse`). Elsewhere (GPUs, other dtypes,
-autocast, tracers) the plain layers compute the same function.
+"""Linear layers whose CPU float32 products run on oneDNN, which, unlike
+MKL, takes its fast code path on CPUs of every vendor. Elsewhere (GPUs,
+other dtypes, autocast, tracers) the plain layers compute the same function.
 """
 import functools
 

@@ -10,13 +10,9 @@ from .tracing import is_traced
 
 class CpuConv2d(nn.Conv2d):
     """:class:`torch.nn.Conv2d` whose weight is stored channels-last, which
-    oneDNN's NHWC kernels run faster in inference.
-
-    Where autograd records, the convolution reads a contiguous copy of the
-    weight, so it runs the plain model's kernels: the channels-last
-    weight-gradient kernel loses precision over large maps (on one thread,
-    2e-2 of the largest gradient of PyramidTNT-B's stem off float64, the
-    plain kernel 2e-6).
+    oneDNN's NHWC kernels run faster in inference. Where autograd records,
+    it reads a contiguous copy of the weight: the channels-last
+    weight-gradient kernel loses precision over large maps.
 
     Examples:
         >>> import torch
