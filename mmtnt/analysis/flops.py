@@ -1,10 +1,6 @@
-"""Count the parameters and FLOPs (MACs) of the model of any config.
-
-A classifier is counted on its test crop, a detector's ``'tensor'`` forward
-on 800x1280 and a segmentor's (no auxiliary head) on 512x512, padded to the
-size divisor. The counter is mmengine's ``FlopAnalyzer`` (one multiply-add
-as one FLOP), plus a rule for ``aten::scaled_dot_product_attention``.
-"""
+"""Count the parameters and FLOPs (MACs) of the model of any config with
+mmengine's ``FlopAnalyzer`` (one multiply-add as one FLOP), plus a rule for
+``aten::scaled_dot_product_attention``."""
 import math
 import os.path as osp
 
@@ -228,25 +224,15 @@ def data_samples(scope, shape, padded):
         >>> data_samples('mmdet', (100, 150), (128, 160))[0].pad_shape
         (128, 160)
     """
+    if scope not in ('mmdet', 'mmseg'):
+        return None
+    metainfo = dict(img_shape=shape, ori_shape=shape, pad_shape=padded)
     if scope == 'mmdet':
-        from mmdet.structures import DetDataSample
-        return [
-            DetDataSample(
-                metainfo=dict(
-                    img_shape=shape,
-                    ori_shape=shape,
-                    pad_shape=padded,
-                    batch_input_shape=padded,
-                    scale_factor=(1., 1.)))
-        ]
-    if scope == 'mmseg':
-        from mmseg.structures import SegDataSample
-        return [
-            SegDataSample(
-                metainfo=dict(
-                    img_shape=shape, ori_shape=shape, pad_shape=padded))
-        ]
-    return None
+        from mmdet.structures import DetDataSample as sample_class
+        metainfo.update(batch_input_shape=padded, scale_factor=(1., 1.))
+    else:
+        from mmseg.structures import SegDataSample as sample_class
+    return [sample_class(metainfo=metainfo)]
 
 
 def model_parts(model, analyzer, params):
