@@ -1,23 +1,26 @@
 """Time and memory of a Mask R-CNN on the CPU: its ONNX graph in ONNX
-Runtime, masks per RoI pasted by :func:`mmtnt.deploy.masks.paste_masks`,
-against mmdet's eager ``predict``.
+Runtime and in OpenVINO (float32), masks per RoI pasted by
+:func:`mmtnt.deploy.masks.paste_masks`, against mmdet's eager ``predict``.
 
 Each side runs in a process of its own (a worker), which loads the model
 (or the ONNX Runtime session) and then waits for the parent's orders. The
 parent has them run one image in interleaved rounds
 (:func:`benchmarks.measure.interleaved_rounds`), so that a change of
-machine load hits both alike. A worker's memory is its
-peak resident memory (``VmHWM``) over all its runs, warm-up included, above
-its resident memory once the model is loaded.
+machine load hits all alike; the table gives each graph's speed-up over
+eager mmdet as the median (range) of the per-round ratios. A worker's
+memory is its peak resident memory (``VmHWM``) over all its runs, warm-up
+included, above its resident memory once the model is loaded.
 
 The image is preprocessed as the config's data preprocessor does it
-(normalised, padded to ``pad_size_divisor``), and both sides get the same
+(normalised, padded to ``pad_size_divisor``), and every side gets the same
 batch input and ``img_shape``; the detections are those of
-``predict(..., rescale=False)``, and both sides' are matched at the end.
+``predict(..., rescale=False)``, and each graph's are matched with mmdet's
+at the end.
 The graph is exported as :func:`mmtnt.deploy.export_onnx` exports any
 detector (attention in parts: ``attn_impl='parts'``, set by
-:func:`mmtnt.deploy.graphs.export_friendly`), and its session runs without ONNX Runtime's memory
-pattern unless ``--memory-pattern`` is given
+:func:`mmtnt.deploy.graphs.export_friendly`), and its ONNX Runtime session
+runs without ONNX Runtime's memory pattern unless ``--memory-pattern`` is
+given
 (:func:`mmtnt.deploy.cpu_session`).
 
 Examples::
@@ -26,6 +29,8 @@ Examples::
         configs/demo/mask-rcnn_svt-demo_fpn_1xb8-20e_demo-coco.py \\
         epoch_20.pth --shape 800 1333 --rounds 5 --threads 2 \\
         --image data/demo_scenes/coco/val
+    python -m benchmarks.mask_rcnn_onnx_benchmark CONFIG CHECKPOINT \\
+        --sides openvino mmdet
 """
 import argparse
 import json
@@ -40,13 +45,20 @@ from functools import partial
 import numpy as np
 
 from mmtnt.analysis import format_table
-from .measure import interleaved_rounds, reset_resident_peak, resident_bytes
+from .measure import (interleaved_rounds, ratio_cell, reset_resident_peak,
+                      resident_bytes)
 from .options import add_timing_options
 
 #: The repository root, from where the workers import this module.
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-#: The two sides, in the order of the first round.
-SIDES = ('onnxruntime', 'mmdet')
+#: The sides, in the order of the first round: the graph in each runtime
+#: (:data:`mmtnt.deploy.runtime.BACKENDS`), then eager mmdet.
+SIDES = ('onnxruntime', 'openvino', 'mmdet')
+#: How the table names each side.
+SIDE_LABELS = dict(
+    onnxruntime='ONNX Runtime + paste_masks',
+    openvino='OpenVINO + paste_masks',
+    mmdet='eager mmdet predict')
 
 
 def mosaic(path, shape):
@@ -152,12 +164,13 @@ def side_runner(side, work_dir, threads):
         settings = json.load(file)
     img_shape = tuple(settings['img_shape'])
     inputs = np.load(osp.join(work_dir, 'input.npy'))
-    if side == 'onnxruntime':
+    if side != 'mmdet':
         from mmtnt.deploy.masks import paste_masks
         from mmtnt.deploy.runtime import (IMG_SHAPE_NAME, INPUT_NAME,
                                           cpu_session)
         session = cpu_session(osp.join(work_dir, 'model.onnx'), threads,
-                              memory_pattern=settings['memory_pattern'])
+                              memory_pattern=settings['memory_pattern'],
+                              backend=side)
         feed = {INPUT_NAME: inputs,
                 IMG_SHAPE_NAME: np.array(img_shape, np.int64)}
 
@@ -258,14 +271,14 @@ def ask_run(worker):
     return float(seconds), int(count)
 
 
-def measure(work_dir, threads, warmup, rounds):
-    """Run both sides' workers in interleaved rounds.
+def measure(work_dir, threads, warmup, rounds, sides=SIDES):
+    """Run the workers of ``sides`` in interleaved rounds.
 
     Returns:
         dict: Per side ``seconds`` (list), ``detections`` (of the last run)
         and ``peak_bytes`` (above the loaded model).
     """
-    workers = {side: Worker(side, work_dir, threads) for side in SIDES}
+    workers = {side: Worker(side, work_dir, threads) for side in sides}
     try:
         for worker in workers.values():
             worker.ask(None)  # 'ready'
@@ -285,17 +298,18 @@ def measure(work_dir, threads, warmup, rounds):
     return results
 
 
-def compare_detections(work_dir):
-    """How far the ONNX Runtime side's last detections are from mmdet's:
-    a line of counts, box and score differences and masks' pixels that
-    differ (matched in order)."""
-    found = {side: np.load(osp.join(work_dir, f'{side}.npz'))
-             for side in SIDES}
-    ours, theirs = ([found[side][f'arr_{i}'] for i in range(4)]
-                    for side in SIDES)
+def compare_detections(work_dir, side):
+    """How far a graph side's last detections are from mmdet's: a line of
+    counts, box and score differences and masks' pixels that differ
+    (matched in order)."""
+    found = {name: np.load(osp.join(work_dir, f'{name}.npz'))
+             for name in (side, 'mmdet')}
+    ours, theirs = ([found[name][f'arr_{i}'] for i in range(4)]
+                    for name in (side, 'mmdet'))
     if len(ours[0]) != len(theirs[0]):
-        return f'detections: {len(ours[0])} against mmdet\'s {len(theirs[0])}'
-    line = f'{len(ours[0])} detections each'
+        return (f'{side}: {len(ours[0])} detections against mmdet\'s '
+                f'{len(theirs[0])}')
+    line = f'{side}: {len(ours[0])} detections, as mmdet'
     if len(ours[0]):
         line += (f', labels equal: {bool((ours[2] == theirs[2]).all())}, '
                  f'max box diff {np.abs(ours[0] - theirs[0]).max():.3g} px, '
@@ -306,7 +320,9 @@ def compare_detections(work_dir):
 
 
 def report(results, shape, threads):
-    """The table of :func:`measure`'s results, in Markdown.
+    """The table of :func:`measure`'s results, in Markdown: a row per side,
+    with each graph's speed-up over eager mmdet (per-round ratios) where
+    mmdet ran.
 
     Examples:
         >>> print(report(dict(
@@ -315,27 +331,30 @@ def report(results, shape, threads):
         ...     mmdet=dict(seconds=[4., 4., 5.], peak_bytes=2**21,
         ...                detections=5)), (1, 3, 800, 1344), 2))
         Input (1, 3, 800, 1344), 2 threads, 3 rounds
-        | | time (median, min) | peak memory above the loaded model | \
-detections |
-        |---|---|---|---|
-        | ONNX Runtime + paste_masks | 2000 ms, 1000 ms | 1 MiB | 5 |
-        | eager mmdet predict | 4000 ms, 4000 ms | 2 MiB | 5 |
+        |  | time (median, min) | eager / this | peak memory above the \
+loaded model | detections |
+        |---|---|---|---|---|
+        | ONNX Runtime + paste_masks | 2000 ms, 1000 ms | 2.00 (1.67-4.00) \
+| 1 MiB | 5 |
+        | eager mmdet predict | 4000 ms, 4000 ms | - | 2 MiB | 5 |
     """
     rows = []
-    for side, label in zip(SIDES, ('ONNX Runtime + paste_masks',
-                                   'eager mmdet predict')):
-        result = results[side]
+    eager = results.get('mmdet')
+    for side, result in results.items():
         seconds = result['seconds']
+        speedup = '-'
+        if eager is not None and side != 'mmdet':
+            speedup = ratio_cell(eager['seconds'], seconds, True)
         rows.append([
-            label, f'{1000 * np.median(seconds):.0f} ms, '
-            f'{1000 * min(seconds):.0f} ms',
+            SIDE_LABELS[side], f'{1000 * np.median(seconds):.0f} ms, '
+            f'{1000 * min(seconds):.0f} ms', speedup,
             f'{result["peak_bytes"] / 2**20:.0f} MiB',
             str(result['detections'])
         ])
-    header = ['', 'time (median, min)', 'peak memory above the loaded model',
-              'detections']
-    return (f'Input {shape}, {threads} threads, '
-            f'{len(results[SIDES[0]]["seconds"])} rounds\n' +
+    header = ['', 'time (median, min)', 'eager / this',
+              'peak memory above the loaded model', 'detections']
+    rounds = len(next(iter(results.values()))['seconds'])
+    return (f'Input {shape}, {threads} threads, {rounds} rounds\n' +
             format_table(header, rows))
 
 
@@ -351,8 +370,8 @@ def parse_args(argv=None):
     """
     parser = argparse.ArgumentParser(
         description='Time and memory of a Mask R-CNN exported to ONNX '
-        '(ONNX Runtime, per-RoI masks pasted after the graph) against '
-        'eager mmdet predict, on the CPU, each in its own process.')
+        '(ONNX Runtime and OpenVINO, per-RoI masks pasted after the graph) '
+        'against eager mmdet predict, on the CPU, each in its own process.')
     parser.add_argument('config', nargs='?', help='the Mask R-CNN config')
     parser.add_argument(
         'checkpoint', nargs='?', help='its weights (random without)')
@@ -364,8 +383,13 @@ def parse_args(argv=None):
         'images tiled into a mosaic; random pixels without')
     add_timing_options(parser, warmup=1, rounds=5)
     parser.add_argument('--threads', type=int, default=2,
-                        help='threads of PyTorch and ONNX Runtime '
+                        help='threads of PyTorch and the runtimes '
                         '(default 2)')
+    parser.add_argument(
+        '--sides', nargs='+', choices=SIDES, default=list(SIDES),
+        help='what is measured (default: all of '
+        f'{", ".join(SIDES)}; the graphs are compared with mmdet where it '
+        'runs)')
     parser.add_argument('--score-thr', type=float,
                         help="the second stage's score threshold "
                         '(default: the config\'s)')
@@ -399,9 +423,13 @@ def main(argv=None):
         work_dir = args.work_dir or temporary
         os.makedirs(work_dir, exist_ok=True)
         shape = prepare(args, work_dir)
-        results = measure(work_dir, args.threads, args.warmup, args.rounds)
+        results = measure(work_dir, args.threads, args.warmup, args.rounds,
+                          args.sides)
         print(report(results, shape, args.threads))
-        print(compare_detections(work_dir))
+        if 'mmdet' in args.sides:
+            for side in args.sides:
+                if side != 'mmdet':
+                    print(compare_detections(work_dir, side))
 
 
 if __name__ == '__main__':

@@ -14,7 +14,9 @@
   (``verify_onnx(..., backend='openvino')``): the detectors with their
   per-RoI masks, and an image padded to the graph's size with its
   ``img_shape`` fed; then scored by the evaluator on validation scenes in
-  both runtimes, with the same metrics.
+  both runtimes, with the same metrics; the UperNet in bf16 too, through
+  ``tools/deployment/test.py --backend openvino --precision bf16``,
+  within :data:`BF16_MIOU_POINTS` of fp32's mIoU.
 * The one-line errors: an unknown backend or precision, bf16 in ONNX
   Runtime, a missing INT8 IR, OpenVINO not installed.
 """
@@ -30,6 +32,7 @@ from tiny_backbones import TNT_TINY
 from mmtnt.deploy import (BF16_TOLERANCE, CLS_TOLERANCES, INPUT_NAME,
                           build_model, cpu_session, export_graph,
                           export_onnx, padded_check, verify_onnx)
+from mmtnt.deploy.cli import evaluate_main
 from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.verify import worst_element
 
@@ -50,6 +53,9 @@ METRICS = {
 }
 #: float32 in OpenVINO: as far from eager PyTorch as ONNX Runtime is.
 FP32_RELATIVE = 1e-5
+#: The UperNet demo scored in bf16 by tools/deployment/test.py: mIoU points
+#: from fp32's accepted.
+BF16_MIOU_POINTS = 1.0
 
 openvino = pytest.importorskip('openvino')
 
@@ -160,6 +166,13 @@ def test_dense_demo_in_openvino(config, demo_scenes, short_runs,
         print(config, name, values)
         assert values[0] > 0 and values[0] == pytest.approx(
             values[1], abs=1e-3), (name, metrics)
+    if config == UPERNET and has_bf16():
+        bf16 = evaluate_main([
+            config, onnx_file, '--backend', 'openvino', '--precision',
+            'bf16', '--threads', '1', '--cfg-options'
+        ] + [f'{key}={value}' for key, value in cfg_options.items()])
+        print('bf16 mIoU', bf16['mIoU'])
+        assert abs(bf16['mIoU'] - metrics['ort']['mIoU']) <= BF16_MIOU_POINTS
 
 
 @pytest.mark.parametrize('backend, precision, message', [
