@@ -59,6 +59,9 @@ SIDE_LABELS = dict(
     onnxruntime='ONNX Runtime + paste_masks',
     openvino='OpenVINO + paste_masks',
     mmdet='eager mmdet predict')
+#: The sides every other is compared with, where they run, by their
+#: name in the table.
+REFERENCES = dict(mmdet='eager', onnxruntime='ONNX Runtime')
 
 
 def mosaic(path, shape):
@@ -321,8 +324,8 @@ def compare_detections(work_dir, side):
 
 def report(results, shape, threads):
     """The table of :func:`measure`'s results, in Markdown: a row per side,
-    with each graph's speed-up over eager mmdet (per-round ratios) where
-    mmdet ran.
+    with its speed-up over eager mmdet and over ONNX Runtime (per-round
+    ratios) where they ran.
 
     Examples:
         >>> print(report(dict(
@@ -331,28 +334,31 @@ def report(results, shape, threads):
         ...     mmdet=dict(seconds=[4., 4., 5.], peak_bytes=2**21,
         ...                detections=5)), (1, 3, 800, 1344), 2))
         Input (1, 3, 800, 1344), 2 threads, 3 rounds
-        |  | time (median, min) | eager / this | peak memory above the \
-loaded model | detections |
-        |---|---|---|---|---|
+        |  | time (median, min) | eager / this | ONNX Runtime / this | \
+peak memory above the loaded model | detections |
+        |---|---|---|---|---|---|
         | ONNX Runtime + paste_masks | 2000 ms, 1000 ms | 2.00 (1.67-4.00) \
-| 1 MiB | 5 |
-        | eager mmdet predict | 4000 ms, 4000 ms | - | 2 MiB | 5 |
+| 1.00 (1.00-1.00) | 1 MiB | 5 |
+        | eager mmdet predict | 4000 ms, 4000 ms | 1.00 (1.00-1.00) | \
+0.50 (0.25-0.60) | 2 MiB | 5 |
     """
+    references = [side for side in REFERENCES if side in results]
     rows = []
-    eager = results.get('mmdet')
     for side, result in results.items():
         seconds = result['seconds']
-        speedup = '-'
-        if eager is not None and side != 'mmdet':
-            speedup = ratio_cell(eager['seconds'], seconds, True)
         rows.append([
             SIDE_LABELS[side], f'{1000 * np.median(seconds):.0f} ms, '
-            f'{1000 * min(seconds):.0f} ms', speedup,
+            f'{1000 * min(seconds):.0f} ms'
+        ] + [
+            ratio_cell(results[reference]['seconds'], seconds, True)
+            for reference in references
+        ] + [
             f'{result["peak_bytes"] / 2**20:.0f} MiB',
             str(result['detections'])
         ])
-    header = ['', 'time (median, min)', 'eager / this',
-              'peak memory above the loaded model', 'detections']
+    header = ['', 'time (median, min)'] + [
+        f'{REFERENCES[side]} / this' for side in references
+    ] + ['peak memory above the loaded model', 'detections']
     rounds = len(next(iter(results.values()))['seconds'])
     return (f'Input {shape}, {threads} threads, {rounds} rounds\n' +
             format_table(header, rows))
