@@ -18,7 +18,8 @@
   ``tools/deployment/test.py --backend openvino --precision bf16``,
   within :data:`BF16_MIOU_POINTS` of fp32's mIoU.
 * The one-line errors: an unknown backend or precision, bf16 in ONNX
-  Runtime, a missing INT8 IR, OpenVINO not installed.
+  Runtime or on a CPU without it, a missing INT8 IR, OpenVINO not
+  installed, ``pytorch2onnx.py --int8 dynamic --backend openvino``.
 """
 import sys
 
@@ -32,7 +33,7 @@ from tiny_backbones import TNT_TINY
 from mmtnt.deploy import (BF16_TOLERANCE, CLS_TOLERANCES, INPUT_NAME,
                           build_model, cpu_session, export_graph,
                           export_onnx, padded_check, verify_onnx)
-from mmtnt.deploy.cli import evaluate_main
+from mmtnt.deploy.cli import evaluate_main, export_main
 from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.verify import worst_element
 
@@ -224,3 +225,14 @@ def test_bf16_refused_where_the_cpu_lacks_it(monkeypatch):
     assert str(error.value) == (
         "This CPU lacks bfloat16 (OpenVINO's CPU capabilities: FP32, INT8): "
         "use precision 'fp32' or 'int8'.")
+
+
+def test_export_tool_refuses_dynamic_int8_for_openvino():
+    with pytest.raises(SystemExit) as error:
+        export_main([
+            'configs/demo/tnt-demo_1xb128_fashion-mnist.py', '--output-file',
+            'unused.onnx', '--shape', '32', '32', '--int8', 'dynamic',
+            '--backend', 'openvino'
+        ])
+    assert str(error.value) == ("Error: --int8 dynamic is ONNX Runtime's: "
+                                "OpenVINO's INT8 is --int8 static.")
