@@ -29,9 +29,6 @@ class FeatureExtractor(MMPretrainFeatureExtractor):
         >>> maps = extractor(image, stage='backbone')[0]
         >>> [tuple(m.shape) for m in maps]
         [(64, 56, 56), (128, 28, 28), (320, 14, 14), (512, 7, 7)]
-        >>> grids = extractor.model.backbone.token_grids(224, 224)
-        >>> [(g.stride, g.channels) for g in grids]
-        [(4, 64), (8, 128), (16, 320), (32, 512)]
     """
     in_channels = ClassificationInferencer.in_channels
     preprocess = ClassificationInferencer.preprocess

@@ -59,22 +59,17 @@ def extract_state_dict(checkpoint):
     }
 
 
-def split_classifier(state_dict, backbone_prefixes=('backbone.', ),
-                     head_prefixes=('head.fc.', 'head.')):
-    """Split weights into backbone and classifier (``weight``/``bias``)
-    weights, stripping the first matching prefix of each key."""
+def split_classifier(state_dict):
+    """Split weights into backbone (``backbone.`` stripped) and classifier
+    (``head.fc.`` or ``head.`` stripped: ``weight``/``bias``) weights."""
     backbone, head = {}, {}
     for key, value in state_dict.items():
-        head_prefix = next((p for p in head_prefixes if key.startswith(p)),
-                           None)
+        head_prefix = next(
+            (p for p in ('head.fc.', 'head.') if key.startswith(p)), None)
         if head_prefix is not None:
             head[key[len(head_prefix):]] = value
-            continue
-        for prefix in backbone_prefixes:
-            if key.startswith(prefix):
-                key = key[len(prefix):]
-                break
-        backbone[key] = value
+        else:
+            backbone[re.sub(r'^backbone\.', '', key)] = value
     return backbone, head
 
 

@@ -2,8 +2,9 @@
 ``ptnt_*``) into mmtnt's layout.
 
 The conversion renames the keys (the merges move into the stage they feed),
-fuses q and kv into ``qkv`` where both read the same tokens, and folds each
-stem convolution's bias into the running mean of the BatchNorm after it
+fuses q and kv into ``qkv`` where both read the same tokens (the word
+attention, and the sentence attention without spatial reduction), and folds
+each stem convolution's bias into the running mean of the BatchNorm after it
 (``BN(conv(x) + b)`` equals ``BN(conv(x))`` with ``running_mean - b``).
 """
 import re
@@ -91,8 +92,6 @@ def _from_official(state_dict):
     state_dict = _convert_stem(state_dict)
     state_dict = rename_keys(state_dict, _OFFICIAL_TO_MMTNT)
     state_dict = _move_merges_into_stages(state_dict)
-    # The word attention, and the sentence attention of stages without
-    # spatial reduction, read one set of tokens: mmtnt fuses q and kv.
     return fuse_projections(state_dict, ('q', 'kv'), skip_with='sr_proj')
 
 

@@ -7,11 +7,8 @@ from mmtnt.registry import OPTIM_WRAPPERS
 
 @OPTIM_WRAPPERS.register_module()
 class CPUAmpOptimWrapper(AmpOptimWrapper):
-    """:class:`AmpOptimWrapper` for the CPU: bfloat16 autocast, no scaling.
-
-    mmengine's ``AmpOptimWrapper`` refuses to start without an accelerator.
-    bfloat16 needs no loss scaling, so the gradient scaler is disabled (a
-    pass-through).
+    """:class:`AmpOptimWrapper` for the CPU: bfloat16 autocast, the gradient
+    scaler disabled (bfloat16 needs no loss scaling).
 
     Args:
         dtype (str | torch.dtype): Autocast data type; only bfloat16 is

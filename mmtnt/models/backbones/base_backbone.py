@@ -36,11 +36,8 @@ def stage_drop_path_rates(drop_path_rate, depths):
 class BaseBackbone(BaseModule):
     """What mmtnt's backbones share: arch lookup, outputs, frozen stages,
     ``norm_eval``, ``with_cp``, the checkpoint check, and the geometry
-    (:meth:`stage_token_grids`) that every tool reads.
-
-    Stages after the last of ``out_indices`` are not built (they would get
-    no gradients). Checkpoint keys matching :attr:`foreign_keys` are refused
-    with a pointer to :attr:`converter`.
+    (:meth:`stage_token_grids`) that every tool reads. Stages after the last
+    of ``out_indices`` are not built (they would get no gradients).
 
     Args:
         arch (str | dict): A name of :attr:`arch_zoo` (any case) or a dict

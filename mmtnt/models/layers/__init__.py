@@ -2,9 +2,8 @@
 from .attention import (ATTENTION_IMPLS, LocallyGroupedAttention,
                         MultiheadAttention, SpatialReductionAttention,
                         set_attention_impl)
-from .block import TransformerBlock, drop_path_rates
+from .block import Mlp, TransformerBlock, drop_path_rates
 from .layout import map_to_tokens, tokens_to_map
-from .mlp import Mlp
 
 __all__ = [
     'ATTENTION_IMPLS', 'MultiheadAttention', 'SpatialReductionAttention',

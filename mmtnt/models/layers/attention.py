@@ -190,8 +190,7 @@ def parts_attention(query,
                               split_mask)
 
 
-#: The ``attn_impl`` values: ``'auto'`` (the default,
-#: :func:`scaled_dot_product_attention`), ``'explicit'`` and ``'parts'``.
+#: The ``attn_impl`` values (:func:`set_attention_impl`).
 ATTENTION_IMPLS = ('auto', 'explicit', 'parts')
 
 
@@ -485,10 +484,8 @@ class LocallyGroupedAttention(MultiheadAttention):
         return tokens.view(batch_size, H * W, -1)
 
     def attend(self, x, hw_shape=None, attn_bias=None):
-        """Attention within windows of ``x`` (B, H*W, C), before the output
-        projection. The windows are cut out and put back by index, so one
-        compiled graph holds for every grid, windows that divide it or
-        not."""
+        """Attention within windows of ``x`` (B, H*W, C), cut out and put
+        back by index so that one compiled graph holds for every grid."""
         if attn_bias is not None:
             raise ValueError('LocallyGroupedAttention takes no attn_bias.')
         B = x.shape[0]

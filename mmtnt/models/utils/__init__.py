@@ -1,7 +1,6 @@
 from .arch import check_stage_lists, normalize_out_indices, resolve_arch
-from .attention_bias import resize_attention_bias
-from .pos_embed import resize_pos_embed, square_grid
-from .resize import RESIZE_IMPLS, resize_bicubic, set_resize_impl
+from .resize import (RESIZE_IMPLS, resize_attention_bias, resize_bicubic,
+                     resize_pos_embed, set_resize_impl, square_grid)
 from .shape import ceil_div, known_equal, known_zero, pad_to_multiple
 
 __all__ = [
