@@ -176,8 +176,6 @@ def gelu_mlp(x, fc1, fc2, approximate='none', norm=None):
         norm (nn.Module, optional): A norm applied to ``x`` first.
 
     Examples:
-        >>> import torch
-        >>> import torch.nn as nn
         >>> fc1, fc2 = nn.Linear(8, 32), nn.Linear(32, 8)
         >>> norm = nn.LayerNorm(8)
         >>> x = torch.rand(2, 5, 8, requires_grad=True)

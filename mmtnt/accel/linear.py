@@ -107,7 +107,6 @@ def linear(x, weight, bias=None):
         bias (Tensor, optional): Shape (out_features, ).
 
     Examples:
-        >>> import torch
         >>> x, weight = torch.rand(2, 5, 8), torch.rand(4, 8)
         >>> torch.allclose(linear(x, weight), x @ weight.T, atol=1e-5)
         True
@@ -126,7 +125,6 @@ class OneDnnLinear(nn.Linear):
     """:class:`torch.nn.Linear` computed by :func:`linear`; same state dict.
 
     Examples:
-        >>> import torch
         >>> OneDnnLinear(8, 4)(torch.rand(2, 5, 8)).shape
         torch.Size([2, 5, 4])
     """

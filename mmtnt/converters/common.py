@@ -136,7 +136,6 @@ def fuse_projections(state_dict, parts, skip_with=None):
     as ``'sr'``) keep them separate.
 
     Examples:
-        >>> import torch
         >>> fused = fuse_projections({
         ...     'blocks.0.attn.q.weight': torch.zeros(2, 2),
         ...     'blocks.0.attn.kv.weight': torch.zeros(4, 2)}, ('q', 'kv'))

@@ -1,7 +1,7 @@
-from .amp import default_amp_dtype, enable_amp, set_cuda_loss_scale
+from .amp import (CPUAmpOptimWrapper, default_amp_dtype, enable_amp,
+                  set_cuda_loss_scale)
 from .compile_hook import CompileHook
 from .layer_decay import LayerDecayOptimWrapperConstructor
-from .optim_wrapper import CPUAmpOptimWrapper
 from .schedulers import WarmupCosineLR
 
 __all__ = [

@@ -18,7 +18,6 @@ def make_param_groups_plain(optimizer):
     """Make the parameter groups of ``optimizer`` plain dicts, in place.
 
     Examples:
-        >>> import torch
         >>> from mmengine.config import ConfigDict
         >>> weight = torch.nn.Parameter(torch.zeros(2))
         >>> optimizer = torch.optim.SGD([ConfigDict(params=[weight])], lr=1)

@@ -38,7 +38,6 @@ def crop_to_image(fmap, stride, image_hw):
             size.
 
     Examples:
-        >>> import torch
         >>> x = torch.arange(4.).view(1, 1, 1, 4) * 8 + 4  # cell centres
         >>> crop_to_image(x, 8, (8, 28))[0, 0, 0, 1:]  # the same, on 28 px
         tensor([10.5000, 17.5000, 24.5000])
@@ -72,7 +71,6 @@ class CAMReshape:
         >>> cfg = Config.fromfile(
         ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
         >>> model = build_classifier(cfg)
-        >>> import torch
         >>> reshape = CAMReshape(model)
         >>> logits = model(torch.rand(1, 1, 32, 32))
         >>> reshape(torch.rand(1, 17, 64)).shape  # class token + 4x4
@@ -173,7 +171,6 @@ def compute_cam(model,
         >>> cfg = Config.fromfile(
         ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')
         >>> model = build_classifier(cfg)
-        >>> import torch
         >>> cams, cats, scores = compute_cam(model, torch.rand(1, 1, 32, 32))
         >>> cams.shape, len(cats)
         ((1, 32, 32), 1)
@@ -248,7 +245,6 @@ def blend_cam(image, cam, image_weight=0.5):
         np.ndarray: HxWx3 uint8 BGR.
 
     Examples:
-        >>> import numpy as np
         >>> blend_cam(np.zeros((8, 6, 3), np.uint8),
         ...           np.random.rand(8, 6)).shape
         (8, 6, 3)

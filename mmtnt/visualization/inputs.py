@@ -73,7 +73,6 @@ def load_image(img, cfg, model):
         transformed image (H, W, 3), uint8 BGR, to draw the map on.
 
     Examples:
-        >>> import numpy as np
         >>> from mmengine.config import Config
         >>> cfg = Config.fromfile(
         ...     'configs/demo/tnt-demo_1xb128_fashion-mnist.py')

@@ -234,7 +234,6 @@ class PyramidTNT(BaseBackbone):
         init_cfg (dict | list[dict], optional): Defaults to the official.
 
     Examples:
-        >>> import torch
         >>> from mmtnt.models import PyramidTNT
         >>> model = PyramidTNT(arch='s').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 256, 256))]

@@ -130,7 +130,6 @@ class TNT(BaseBackbone):
         init_cfg (dict | list[dict], optional): Initialization config.
 
     Examples:
-        >>> import torch
         >>> from mmtnt.models import TNT
         >>> model = TNT(arch='s').eval()
         >>> [out.shape for out in model(torch.rand(1, 3, 224, 224))]
