@@ -1,7 +1,7 @@
 """Class activation maps of mmtnt classifiers through ``pytorch_grad_cam``
 (``tools/visualization/vis_cam.py``)."""
-from .cam import METHODS, CAMReshape, blend_cam, compute_cam, crop_to_image
-from .inputs import build_classifier, load_image
+from .cam import (METHODS, CAMReshape, blend_cam, build_classifier,
+                  compute_cam, crop_to_image, load_image)
 from .target_layers import (default_target_layers, layer_expression,
                             resolve_layer)
 

@@ -5,8 +5,8 @@ import os.path as osp
 import mmcv
 
 from ..utils.cli import add_cfg_options, load_config
-from .cam import METHODS, blend_cam, compute_cam
-from .inputs import build_classifier, load_image
+from .cam import (METHODS, blend_cam, build_classifier, compute_cam,
+                  load_image)
 from .target_layers import (default_target_layers, layer_expression,
                             layer_name, resolve_layer)
 
