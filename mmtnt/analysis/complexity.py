@@ -37,12 +37,7 @@ TABLE_HEADER = [
 
 
 def human(number):
-    """``number`` with 3 significant digits and a K, M or G suffix.
-
-    Examples:
-        >>> human(23_768_000), human(512)
-        ('23.8M', '512')
-    """
+    """``number`` with 3 significant digits and a K, M or G suffix."""
     for scale, suffix in ((1e9, 'G'), (1e6, 'M'), (1e3, 'K')):
         if abs(number) >= scale:
             return f'{number / scale:.3g}{suffix}'
@@ -50,12 +45,7 @@ def human(number):
 
 
 def format_skipped(skipped):
-    """The uncounted operators, most frequent first.
-
-    Examples:
-        >>> format_skipped(Counter({'aten::add': 62, 'aten::gelu': 12}))
-        'aten::add x62, aten::gelu x12'
-    """
+    """The uncounted operators, most frequent first."""
     if not skipped:
         return 'none'
     return ', '.join(f'{op} x{n}' for op, n in Counter(skipped).most_common())
@@ -91,12 +81,7 @@ def report(path, cfg, result):
 
 
 def percent(value, reference):
-    """Signed difference of ``value`` to ``reference`` in percent.
-
-    Examples:
-        >>> percent(23.77, 23.8), percent(16.0, 16.0)
-        ('-0.1%', '0.0%')
-    """
+    """Signed difference of ``value`` to ``reference`` in percent."""
     text = f'{100 * (value - reference) / reference:+.1f}%'
     return '0.0%' if text in ('+0.0%', '-0.0%') else text
 

@@ -39,13 +39,7 @@ def sdpa_flop_jit(inputs, outputs):
 
 
 def flop_analyzer(model, inputs):
-    """mmengine's FlopAnalyzer with the attention handle, quiet.
-
-    Examples:
-        >>> analyzer = flop_analyzer(nn.Linear(8, 4), (torch.rand(2, 8), ))
-        >>> analyzer.total()
-        64
-    """
+    """mmengine's FlopAnalyzer with the attention handle, quiet."""
     analyzer = FlopAnalyzer(model, inputs)
     analyzer.set_op_handle(
         'aten::scaled_dot_product_attention', sdpa_flop_jit)

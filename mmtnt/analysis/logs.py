@@ -37,13 +37,7 @@ def load_scalars(path):
 
 def curve(records, key):
     """The x (``iter``, else ``step``) and y values of ``key`` in
-    ``records``.
-
-    Examples:
-        >>> curve([dict(loss=1.0, iter=5, step=5), dict(lr=0.1, iter=10,
-        ...                                             step=10)], 'loss')
-        ([5], [1.0])
-    """
+    ``records``."""
     points = [(record.get('iter', record['step']), record[key])
               for record in records if key in record]
     return [x for x, _ in points], [y for _, y in points]

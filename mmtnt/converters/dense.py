@@ -67,16 +67,7 @@ def is_dense(state_dict):
 
 def split_dense(state_dict):
     """Split a whole model's weights into backbone (``backbone.`` stripped)
-    and the rest (keys unchanged, data preprocessors dropped).
-
-    Examples:
-        >>> import torch
-        >>> backbone, rest = split_dense({
-        ...     'backbone.conv.weight': torch.zeros(1),
-        ...     'decode_head.conv_seg.weight': torch.zeros(1)})
-        >>> list(backbone), list(rest)
-        (['conv.weight'], ['decode_head.conv_seg.weight'])
-    """
+    and the rest (keys unchanged, data preprocessors dropped)."""
     backbone, rest = {}, {}
     for key, value in state_dict.items():
         if key.startswith('backbone.'):

@@ -21,12 +21,7 @@ IMAGE_SIZE = 28
 
 
 def expected_size(name):
-    """Byte size of a complete un-gzipped file (a key of ``FILES``).
-
-    Examples:
-        >>> expected_size('t10k-labels-idx1-ubyte')
-        10008
-    """
+    """Byte size of a complete un-gzipped file (a key of ``FILES``)."""
     magic, num = FILES[name]
     if magic == 2051:
         return 16 + num * IMAGE_SIZE * IMAGE_SIZE

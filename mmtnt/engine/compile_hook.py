@@ -15,16 +15,7 @@ def optimizers(optim_wrapper):
 
 
 def make_param_groups_plain(optimizer):
-    """Make the parameter groups of ``optimizer`` plain dicts, in place.
-
-    Examples:
-        >>> from mmengine.config import ConfigDict
-        >>> weight = torch.nn.Parameter(torch.zeros(2))
-        >>> optimizer = torch.optim.SGD([ConfigDict(params=[weight])], lr=1)
-        >>> make_param_groups_plain(optimizer)
-        >>> type(optimizer.param_groups[0]).__name__
-        'dict'
-    """
+    """Make the parameter groups of ``optimizer`` plain dicts, in place."""
     optimizer.param_groups[:] = [
         group if type(group) is dict else dict(group)
         for group in optimizer.param_groups

@@ -123,13 +123,7 @@ def enable_visualization(cfg, show_dir):
 
 
 def innermost_dataset(dataset_cfg):
-    """The dataset config inside dataset wrappers (not a copy).
-
-    Examples:
-        >>> innermost_dataset(dict(type='RepeatDataset', times=2,
-        ...                        dataset=dict(type='CocoDataset')))
-        {'type': 'CocoDataset'}
-    """
+    """The dataset config inside dataset wrappers (not a copy)."""
     while 'dataset' in dataset_cfg:
         dataset_cfg = dataset_cfg['dataset']
     return dataset_cfg

@@ -245,12 +245,7 @@ def merge_heads(x):
 
 def batch_index(index, batch_size, stride):
     """``index`` (N,) into each of ``batch_size`` rows of ``stride``
-    elements, as one index (batch_size * N,) into the rows laid end to end.
-
-    Examples:
-        >>> batch_index(torch.tensor([2, 0]), 2, 3).tolist()
-        [2, 0, 5, 3]
-    """
+    elements, as one index (batch_size * N,) into the rows laid end to end."""
     offsets = torch.arange(batch_size, device=index.device) * stride
     return (offsets[:, None] + index).flatten()
 
@@ -261,12 +256,9 @@ class MultiheadAttention(nn.Module):
     Args:
         embed_dims (int): Channels of the tokens.
         num_heads (int): Attention heads; must divide ``embed_dims``.
-        qkv_bias (bool): Whether the query/key/value projection has a bias.
-            Defaults to False.
-        attn_drop (float): Dropout rate on the attention weights.
-            Defaults to 0.
-        proj_drop (float): Dropout rate after the output projection.
-            Defaults to 0.
+        qkv_bias (bool): Query/key/value projection bias. Defaults to False.
+        attn_drop (float): Dropout on attention weights. Defaults to 0.
+        proj_drop (float): Dropout after the output projection. Default: 0.
 
     Examples:
         >>> attn = MultiheadAttention(embed_dims=64, num_heads=4)

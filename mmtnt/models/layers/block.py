@@ -57,12 +57,9 @@ class TransformerBlock(nn.Module):
         embed_dims (int): Channels of the tokens.
         attn (nn.Module): The attention, called as
             ``attn(x, hw_shape, attn_bias)``.
-        mlp_ratio (float): MLP hidden channels over ``embed_dims``.
-            Defaults to 4.
-        drop_rate (float): Dropout rate after the MLP's layers.
-            Defaults to 0.
-        drop_path_rate (float): Stochastic depth rate of both branches.
-            Defaults to 0.
+        mlp_ratio (float): MLP width over token width. Defaults to 4.
+        drop_rate (float): Dropout after the MLP's layers. Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate. Defaults to 0.
         norm_cfg (dict): The two norms, built for ``embed_dims`` channels.
             Defaults to ``dict(type='LN')``.
         act_cfg (dict): The MLP's activation. Defaults to
