@@ -14,12 +14,7 @@ from .tables import format_table
 
 def parse_shape(parser, shape, option='--shape'):
     """An ``H [W]`` option as (H, W); a parser error if it is not one or
-    two positive integers; None stays None.
-
-    Examples:
-        >>> parse_shape(argparse.ArgumentParser(), [512])
-        (512, 512)
-    """
+    two positive integers; None stays None."""
     if shape is None:
         return None
     if len(shape) not in (1, 2) or min(shape) < 1:

@@ -143,14 +143,7 @@ def imagenet_variants():
 
 def build_eval_model(cfg):
     """The config's model on the CPU in eval mode, SyncBN replaced by
-    BatchNorm, mmseg's auxiliary head dropped.
-
-    Examples:
-        >>> model = build_eval_model(load_config(
-        ...     'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'))
-        >>> model.training
-        False
-    """
+    BatchNorm, mmseg's auxiliary head dropped."""
     from mmtnt.apis import init_model
     model = revert_sync_batchnorm(init_model(cfg))
     if getattr(model, 'auxiliary_head', None) is not None:
@@ -194,13 +187,7 @@ def default_shape(cfg):
 
 
 def size_divisor(cfg):
-    """The divisor the data preprocessor pads test images to (1 if none).
-
-    Examples:
-        >>> size_divisor(load_config(
-        ...     'configs/twins/mask-rcnn_twins-svt-s_fpn_1x_coco.py'))
-        32
-    """
+    """The divisor the data preprocessor pads test images to (1 if none)."""
     pre = cfg.model.get('data_preprocessor') or cfg.get(
         'data_preprocessor') or {}
     for value in (pre.get('pad_size_divisor'), pre.get('size_divisor'),
@@ -212,12 +199,7 @@ def size_divisor(cfg):
 
 def data_samples(scope, shape, padded):
     """Data samples of one padded image for a dense ``'tensor'`` forward;
-    None for a classifier.
-
-    Examples:
-        >>> data_samples('mmdet', (100, 150), (128, 160))[0].pad_shape
-        (128, 160)
-    """
+    None for a classifier."""
     if scope not in ('mmdet', 'mmseg'):
         return None
     metainfo = dict(img_shape=shape, ori_shape=shape, pad_shape=padded)

@@ -89,13 +89,7 @@ def classifier_keys(head):
 
 def detect_format(state_dict, formats, model):
     """The first ``(name, patterns)`` of ``formats`` whose every pattern
-    matches some key; ValueError naming ``model`` when none does.
-
-    Examples:
-        >>> formats = [('mmtnt', ('^stem', )), ('official', ('^pos$', ))]
-        >>> detect_format({'pos': None}, formats, 'TNT')
-        'official'
-    """
+    matches some key; ValueError naming ``model`` when none does."""
     for name, patterns in formats:
         if all(any(re.match(p, k) for k in state_dict) for p in patterns):
             return name
@@ -160,14 +154,7 @@ def fuse_projections(state_dict, parts, skip_with=None):
 
 def count_numbered(state_dict, prefix):
     """The length of the ``ModuleList`` under ``prefix`` (e.g.
-    ``'stages.1.blocks.'``), 0 if there is none.
-
-    Examples:
-        >>> count_numbered({'stages.0.norm.weight': None,
-        ...                 'stages.1.blocks.2.mlp.fc1.weight': None,
-        ...                 'head.weight': None}, 'stages.1.blocks.')
-        3
-    """
+    ``'stages.1.blocks.'``), 0 if there is none."""
     pattern = re.compile(re.escape(prefix) + r'(\d+)\.')
     return 1 + max((int(m.group(1)) for m in map(pattern.match, state_dict)
                     if m),

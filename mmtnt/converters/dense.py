@@ -94,13 +94,7 @@ def _group(keys, limit=30):
 
 def detect_head_layout(heads):
     """The key of :data:`HEAD_LAYOUTS` that neck and head weights have;
-    ValueError listing the keys when none fits.
-
-    Examples:
-        >>> import torch
-        >>> detect_head_layout({'bbox_head.retina_cls.weight': torch.zeros(1)})
-        'retinanet'
-    """
+    ValueError listing the keys when none fits."""
     found = [
         name for name, layout in HEAD_LAYOUTS.items()
         if all(any(k.startswith(m) for k in heads) for m in layout.markers)

@@ -48,12 +48,7 @@ def parse_runner_args(parser, tool, argv=None):
 
 
 def parse_train_args(argv=None):
-    """Parse the command line of ``tools/train.py``.
-
-    Examples:
-        >>> parse_train_args(['cfg.py', '--resume']).resume
-        'auto'
-    """
+    """Parse the command line of ``tools/train.py``."""
     parser = argparse.ArgumentParser(description='Train a model')
     parser.add_argument('config', help='train config file path')
     parser.add_argument(
@@ -93,12 +88,7 @@ def parse_train_args(argv=None):
 
 
 def parse_test_args(argv=None):
-    """Parse the command line of ``tools/test.py``.
-
-    Examples:
-        >>> parse_test_args(['cfg.py', 'ckpt.pth', '--tta']).tta
-        True
-    """
+    """Parse the command line of ``tools/test.py``."""
     parser = argparse.ArgumentParser(description='Test (and eval) a model')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')

@@ -67,15 +67,7 @@ def apply_final_overrides(cfg, args):
 
 def merge_train_args(cfg, args):
     """Merge the command line of ``tools/train.py`` into ``cfg`` and return
-    it; ValueError when an option does not suit the config or device.
-
-    Examples:
-        >>> from mmtnt.engine.cli import parse_train_args
-        >>> args = parse_train_args(['configs/demo/tnt-demo_1xb128_fashion-'
-        ...                          'mnist.py'])
-        >>> merge_train_args(read_config(args.config), args).work_dir
-        './work_dirs/tnt-demo_1xb128_fashion-mnist'
-    """
+    it; ValueError when an option does not suit the config or device."""
     set_launcher_and_work_dir(cfg, args)
     if args.amp or args.amp_dtype:
         enable_amp(cfg, args.amp_dtype)

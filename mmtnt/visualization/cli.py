@@ -68,12 +68,7 @@ def parse_args(argv=None):
 
 def output_paths(save_path, categories):
     """A path (None: shown) per category: ``save_path`` for one category,
-    ``NAME_<category>.EXT`` for several.
-
-    Examples:
-        >>> output_paths('cam.png', [1, 7])
-        ['cam_1.png', 'cam_7.png']
-    """
+    ``NAME_<category>.EXT`` for several."""
     if save_path is None:
         return [None] * len(categories)
     if len(categories) == 1:
