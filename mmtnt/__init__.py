@@ -3,12 +3,10 @@ from .hub import register_hub_scheme
 from .utils import register_checkpoint_safe_globals
 from .version import __version__
 
-# Checkpoints written by mmengine's runner hold numpy values and history
-# buffers; allow exactly those under torch's weights_only loading, so that
-# resuming works without switching that safety off.
+# Resuming reads the numpy values and history buffers of mmengine's
+# checkpoints under torch's weights_only loading.
 register_checkpoint_safe_globals()
-# `mmtnt://NAME` loads published weights by name wherever mmengine loads a
-# checkpoint (mmtnt.hub).
+# `mmtnt://NAME` loads published weights wherever mmengine loads a checkpoint.
 register_hub_scheme()
 
 __all__ = ['__version__', 'accelerate_for_cpu']

@@ -32,8 +32,7 @@ def keep_freed_memory(mmap_threshold=2**30, trim_threshold=2**31 - 1):
     faults. Child processes (data loader workers) inherit the setting.
 
     Args:
-        mmap_threshold (int): Larger blocks are still mapped afresh.
-            Defaults to 1 GiB.
+        mmap_threshold (int): Larger blocks are mapped afresh. Default: 1 GiB.
         trim_threshold (int): Free bytes kept at the top of the heap.
             Defaults to the largest ``mallopt`` takes (2 GiB).
 

@@ -7,7 +7,7 @@ from ..models.layers import (LocallyGroupedAttention, MultiheadAttention,
                              SpatialReductionAttention)
 from ..models.layers.attention import (LOW_PRECISION, attention_dtype,
                                        explicit_attention)
-from .tracing import is_traced
+from .linear import is_traced
 
 #: Float32 training attention over at most this many keys is explicit.
 MAX_EXPLICIT_KEYS = 64

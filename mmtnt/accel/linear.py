@@ -8,7 +8,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .tracing import is_traced
+
+def is_traced():
+    """Whether ``torch.jit`` or ``torch.compile`` is recording: the CPU fast
+    paths then step aside so that exporters and compilers see plain layers."""
+    return (torch.jit.is_tracing() or torch.jit.is_scripting()
+            or torch.compiler.is_compiling())
 
 
 @functools.lru_cache(maxsize=None)

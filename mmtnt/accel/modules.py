@@ -4,8 +4,8 @@ import torch.nn as nn
 
 from ..models.layers import Mlp, TransformerBlock
 from .gelu_mlp import gelu_mlp
-from .linear import can_fuse, linear_add, linear_gelu, records_gradients
-from .tracing import is_traced
+from .linear import (can_fuse, is_traced, linear_add, linear_gelu,
+                     records_gradients)
 
 
 class CpuConv2d(nn.Conv2d):

@@ -183,8 +183,7 @@ def get_model(model, pretrained=False, device=None, **cfg_options):
 
     Args:
         model (str | Config): As :func:`model_config` takes it.
-        pretrained (bool | str): As :func:`model_config` takes it.
-            Defaults to False.
+        pretrained (bool | str): As :func:`model_config`. Defaults to False.
         device (str | torch.device, optional): Defaults to the CPU.
         **cfg_options: Changes to the config's ``model``, e.g.
             ``backbone=dict(out_indices=(0, 1, 2, 3))``.
@@ -218,8 +217,7 @@ def inference_model(model,
         model (BaseModel | str | Config): A built model, used as it is, or
             what :func:`get_model` takes.
         inputs (str | np.ndarray | list): Image files or arrays.
-        pretrained (bool | str): As :func:`model_config` takes it.
-            Defaults to True.
+        pretrained (bool | str): As :func:`model_config`. Defaults to True.
         device (str, optional): Defaults to the built model's, else the CPU.
         cpu_accel (bool): As :func:`build_inferencer`. Defaults to True.
         **kwargs: The Inferencer's call arguments.

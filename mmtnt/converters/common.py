@@ -13,9 +13,8 @@ def load_checkpoint_file(path, allow_pickle=False):
 
     Args:
         path (str): The checkpoint file.
-        allow_pickle (bool): Load arbitrary pickled objects (training
-            arguments in some releases); only for trusted files.
-            Defaults to False.
+        allow_pickle (bool): Load pickled objects other than tensors (only
+            for trusted files). Defaults to False.
 
     Returns:
         dict: The loaded object.

@@ -63,8 +63,7 @@ class WarmupCosineLR(_ParamScheduler):
         last_step (int): The index of the last step, to resume without a
             state dict. Defaults to -1.
         by_epoch (bool): Whether the steps are epochs. Defaults to True.
-        verbose (bool): Whether to print the lr at each update. Defaults to
-            False.
+        verbose (bool): Print the lr at each update. Defaults to False.
 
     Examples:
         >>> import torch

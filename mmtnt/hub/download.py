@@ -43,8 +43,7 @@ def manual_steps(entry, source, allow_pickle=False):
     Args:
         entry (dict): A :func:`~mmtnt.hub.model_index` entry.
         source (dict): One of its sources.
-        allow_pickle (bool): Convert with ``--allow-pickle``. Defaults to
-            False.
+        allow_pickle (bool): Convert with ``--allow-pickle``. Default: False.
     """
     url = source['url']
     file_name = osp.basename(urllib.parse.urlsplit(url).path)
