@@ -34,14 +34,7 @@ class CpuConv2d(nn.Conv2d):
 
 class CpuMlp(Mlp):
     """:class:`Mlp` computed by :func:`gelu_mlp` (with the block's norm)
-    when the activation is a GELU, dropout is off and nothing traces.
-
-    Examples:
-        >>> import torch
-        >>> mlp = CpuMlp(in_dims=32, hidden_dims=128)
-        >>> mlp(torch.rand(2, 5, 32), norm=nn.LayerNorm(32)).shape
-        torch.Size([2, 5, 32])
-    """
+    when the activation is a GELU, dropout is off and nothing traces."""
 
     def forward(self, x, norm=None):
         """``fc2(act(fc1(norm(x))))``; ``norm`` is optional."""

@@ -1,7 +1,5 @@
-"""Inference on images with mmtnt models, for the three tasks, models by
-name (``list_models``, ``get_model``, ``inference_model``), the builder
-they share with :mod:`mmtnt.deploy` (``model_config``, ``init_model``) and
-their feature maps (``FeatureExtractor``)."""
+"""Inference on images with mmtnt models of the three tasks, models by name,
+the builder they share with :mod:`mmtnt.deploy`, and their feature maps."""
 from .features import FeatureExtractor
 from .inference import ClassificationInferencer, build_inferencer
 from .model import (get_model, inference_model, init_model, list_models,

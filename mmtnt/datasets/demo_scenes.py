@@ -129,15 +129,13 @@ def place(rng, canvas_masks, mask):
         left = int(rng.integers(IMAGE_SIZE - width + 1))
         full = np.zeros((IMAGE_SIZE, IMAGE_SIZE), bool)
         full[top:top + height, left:left + width] = mask
-        fine = True
         for _, visible, whole in canvas_masks:
             remaining = visible & ~full
             if remaining.sum() < (1 - MAX_HIDDEN) * whole or \
                     not np.array_equal(
                         ndimage.binary_fill_holes(remaining), remaining):
-                fine = False
                 break
-        if fine:
+        else:
             return full
     return None
 

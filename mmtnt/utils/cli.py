@@ -4,15 +4,7 @@ from mmengine.config import Config, DictAction
 
 def add_cfg_options(parser, example=None):
     """Add ``--cfg-options KEY=VALUE ...`` to ``parser``, with ``example``
-    (e.g. ``'train_cfg.max_epochs=1'``) in its help.
-
-    Examples:
-        >>> import argparse
-        >>> parser = argparse.ArgumentParser()
-        >>> add_cfg_options(parser)
-        >>> parser.parse_args(['--cfg-options', 'model.head.topk=1'])
-        Namespace(cfg_options={'model.head.topk': 1})
-    """
+    (e.g. ``'train_cfg.max_epochs=1'``) in its help."""
     parser.add_argument(
         '--cfg-options',
         nargs='+',
