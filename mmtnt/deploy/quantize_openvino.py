@@ -11,9 +11,12 @@ NNCF's transformer preset (``ModelType.TRANSFORMER``: every mmtnt backbone
 is a vision transformer) quantizes the inputs of the matrix products and
 convolutions, of every task alike, and keeps the rest float32: LayerNorm,
 Softmax and GELU, and a detector's box decoding, ``TopK``,
-``NonMaxSuppression`` and ``RoiAlign``, which are not products. The RoI
-heads of a two-stage detector are products and are quantized: on the Mask
-R-CNN demo they cost 0.5 bbox AP50 points at most (docs/inference.md).
+``NonMaxSuppression`` and ``RoiAlign``, which are not products. As ONNX
+Runtime's static mode does (:func:`mmtnt.deploy.quantize.boundary_nodes`),
+the first weighted products from the input (the patch embedding) and the
+last before the outputs (the classifier, the decode head's, the RPN's, box
+and mask heads' predictors) stay float32 too (``ignored_scope``); the RoI
+heads' other layers are quantized.
 
 Every weight uses 7 bits by default (NNCF's ``OverflowFix.ENABLE``), so
 that CPUs with AVX2 and no VNNI, whose 16-bit sums of two uint8 x int8
@@ -25,10 +28,15 @@ import tempfile
 
 import numpy as np
 
+from .quantize import boundary_nodes
 from .runtime import INPUT_NAME
 
 #: The suffix of the INT8 IR next to its ONNX file.
 INT8_SUFFIX = '_openvino_int8.xml'
+#: OpenVINO's op types of the weighted ONNX nodes (``MatMul``, ``Gemm``,
+#: ``Conv``, ``ConvTranspose``).
+PRODUCT_TYPES = ('MatMul', 'Convolution', 'GroupConvolution',
+                 'ConvolutionBackpropData')
 
 
 def openvino_int8_file(onnx_file):
@@ -57,10 +65,37 @@ def calibration_dataset(inputs):
         lambda array: {INPUT_NAME: np.ascontiguousarray(array, np.float32)})
 
 
-def quantized_model(model, inputs, reduce_range=True):
+def boundary_ops(model, onnx_file):
+    """The friendly names of the ops of an OpenVINO model (read from
+    ``onnx_file``) that compute the ONNX graph's boundary nodes
+    (:func:`~mmtnt.deploy.quantize.boundary_nodes`): the op that gives each
+    node's output tensor, and up its first inputs to the product (a bias
+    ``Add`` and its ``MatMul``, say)."""
+    import onnx
+    graph = onnx.load(onnx_file, load_external_data=False)
+    first, last = boundary_nodes(graph)
+    names = set(first + last)
+    producers = {
+        name: op
+        for op in model.get_ops() for output in op.outputs()
+        for name in output.get_names()
+    }
+    ignored = []
+    for node in graph.graph.node:
+        if node.name not in names:
+            continue
+        op = producers[node.output[0]]
+        ignored.append(op.get_friendly_name())
+        while op.get_type_name() not in PRODUCT_TYPES:
+            op = op.input_value(0).get_node()
+            ignored.append(op.get_friendly_name())
+    return ignored
+
+
+def quantized_model(model, inputs, ignored, reduce_range=True):
     """``nncf.quantize`` of an OpenVINO model on calibration arrays, with
-    the rules of the module docstring (7-bit weights with
-    ``reduce_range``)."""
+    the rules of the module docstring: the ops named ``ignored`` stay
+    float, the weights use 7 bits with ``reduce_range``."""
     import nncf
     from nncf.quantization.advanced_parameters import (
         AdvancedQuantizationParameters, OverflowFix)
@@ -69,6 +104,7 @@ def quantized_model(model, inputs, reduce_range=True):
         calibration_dataset(inputs),
         subset_size=len(inputs),
         model_type=nncf.ModelType.TRANSFORMER,
+        ignored_scope=nncf.IgnoredScope(names=ignored),
         advanced_parameters=AdvancedQuantizationParameters(
             overflow_fix=OverflowFix.ENABLE
             if reduce_range else OverflowFix.DISABLE))
@@ -121,7 +157,8 @@ def quantize_openvino(onnx_file, inputs, out_file=None, reduce_range=True):
             'preprocessed images (N, C, H, W), e.g. from '
             'calibration_inputs(cfg, num_images).')
     out_file = out_file or openvino_int8_file(onnx_file)
-    model = quantized_model(
-        openvino.Core().read_model(onnx_file), inputs, reduce_range)
+    model = openvino.Core().read_model(onnx_file)
+    model = quantized_model(model, inputs, boundary_ops(model, onnx_file),
+                            reduce_range)
     save_model_atomically(model, out_file)
     return out_file
