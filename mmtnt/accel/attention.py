@@ -20,15 +20,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     """PyTorch's fused attention or
     :func:`mmtnt.models.layers.attention.explicit_attention`, whichever is
     faster on the CPU for the dtype and size; takes and returns what
-    :func:`~mmtnt.models.layers.attention.explicit_attention` does.
-
-    Examples:
-        >>> q, k = torch.rand(2, 4, 10, 8).bfloat16(), torch.rand(
-        ...     2, 4, 6, 8).bfloat16()
-        >>> out = scaled_dot_product_attention(q, k, k)
-        >>> out.shape, out.dtype
-        (torch.Size([2, 4, 10, 8]), torch.bfloat16)
-    """
+    :func:`~mmtnt.models.layers.attention.explicit_attention` does."""
     if not explicit_is_faster(query, key, attn_mask):
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)

@@ -9,8 +9,7 @@ from mmpretrain.apis import ImageClassificationInferencer
 
 from mmtnt.accel import accelerate_for_cpu
 from mmtnt.accel.api import model_device
-
-TASKS = ('mmpretrain', 'mmdet', 'mmseg')
+from .model import SCOPE_TASKS
 
 
 class ClassificationInferencer(ImageClassificationInferencer):
@@ -96,8 +95,8 @@ def build_inferencer(config, checkpoint=None, device=None, cpu_accel=True):
         inferencer_class = _dense_inferencer_class(task, built)
         inferencer = inferencer_class(cfg, weights=checkpoint, device=device)
     else:
-        raise ValueError(f'default_scope must be one of {TASKS} to choose '
-                         f'an Inferencer, got {task!r}.')
+        raise ValueError(f'default_scope must be one of {tuple(SCOPE_TASKS)} '
+                         f'to choose an Inferencer, got {task!r}.')
     if cpu_accel:
         accelerate_for_cpu(inferencer.model)
     return inferencer
