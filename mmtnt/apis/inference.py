@@ -118,4 +118,3 @@ def _dense_inferencer_class(task, built=None):
             return built.to(device).eval()
 
     return BuiltModelInferencer
-
