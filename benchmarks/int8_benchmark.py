@@ -27,6 +27,11 @@ and for the eager model with ``mmtnt.accelerate_for_cpu`` in
 (fastest-slowest) and the speed-ups as the median (lowest-highest) of the
 per-round ratios, so that load changing between rounds cancels.
 
+``--openvino`` adds OpenVINO's INT8 model of NNCF
+(``mmtnt.deploy.quantize_openvino``, calibrated on the same images, its IR
+next to the fp32 graph) to both: scored by the same evaluator, and timed in
+the same interleaved rounds (OpenVINO with ``--threads`` threads).
+
 The INT8 graphs store 7-bit weights (``quantize_onnx``'s default
 ``reduce_range=True``, which no x86-64 CPU saturates); ``--full-range``
 adds graphs with the full 8-bit weights (``dynamic-8bit``,
@@ -50,6 +55,7 @@ Examples (the embedded demos of docs/inference.md, their data where
         --metrics accuracy/top1 mIoU coco/bbox_mAP_50 --speed-configs
     python -m benchmarks.int8_benchmark \\
         --speed-configs configs/twins/twins-svt-small_8xb128_in1k.py
+    python -m benchmarks.int8_benchmark --openvino --rounds 7
 """
 import argparse
 import copy
@@ -68,12 +74,15 @@ from mmtnt.deploy import (INPUT_NAME, MIN_DYNAMIC_TRACE_SIZE, build_model,
 from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.quantize import (MODES, calibration_inputs,
                                    cpu_int8_features, quantize_onnx)
+from mmtnt.deploy.quantize_openvino import quantize_openvino
 from .measure import format_times, ratio_cell, time_runs
 from .options import add_timing_options
 from .variants import variants
 
 #: The suffix of the graphs with 8-bit weights (``--full-range``).
 FULL_RANGE = '-8bit'
+#: The timed name of OpenVINO's INT8 model (``--openvino``).
+OPENVINO = 'openvino'
 
 
 def parse_args(argv=None):
@@ -135,6 +144,11 @@ def parse_args(argv=None):
         help='also quantize with 8-bit weights (reduce_range=False): the '
         'dynamic-8bit and static-8bit graphs')
     parser.add_argument(
+        '--openvino',
+        action='store_true',
+        help='also time the OpenVINO INT8 model of NNCF '
+        '(mmtnt.deploy.quantize_openvino), calibrated on the same images')
+    parser.add_argument(
         '--work-dir',
         help='where the ONNX files are written (default: a temporary '
         'folder, removed at the end)')
@@ -147,17 +161,23 @@ def parse_args(argv=None):
     return args
 
 
-def int8_graphs(full_range=False):
+def int8_graphs(full_range=False, openvino=False):
     """The names of the INT8 graphs: each mode (7-bit weights), then with
-    ``full_range`` each mode with 8-bit weights (``FULL_RANGE``)."""
+    ``full_range`` each mode with 8-bit weights (``FULL_RANGE``), then with
+    ``openvino`` OpenVINO's model (``OPENVINO``)."""
     return list(MODES) + ([m + FULL_RANGE for m in MODES] if full_range
-                          else [])
+                          else []) + ([OPENVINO] if openvino else [])
 
 
-def quantized_files(fp32, calibration, prefix, full_range=False):
+def quantized_files(fp32, calibration, prefix, full_range=False,
+                    openvino=False):
     """Quantize ``fp32`` into each of :func:`int8_graphs`; name -> file,
-    fp32 included."""
+    fp32 included, or for OpenVINO -> ``(fp32, 'openvino', 'int8')``, the
+    IR written next to ``fp32`` (as :func:`evaluate_graphs` takes it)."""
     files = dict(fp32=fp32)
+    if openvino:
+        quantize_openvino(fp32, calibration)
+        files[OPENVINO] = (fp32, 'openvino', 'int8')
     for name in int8_graphs(full_range):
         files[name] = f'{prefix}-int8-{name}.onnx'
         quantize_onnx(
@@ -193,7 +213,7 @@ def accuracy_rows(config, checkpoint, args, work_dir):
     calibration = calibration_inputs(
         cfg, args.calibration_images, split='train')
     files = quantized_files(fp32, calibration, osp.join(work_dir, name),
-                            args.full_range)
+                            args.full_range, args.openvino)
     metrics = evaluate_graphs(cfg, files, args.threads,
                               num_images=args.test_images)
     keys = [
@@ -204,10 +224,14 @@ def accuracy_rows(config, checkpoint, args, work_dir):
         raise SystemExit(
             f'none of --metrics {args.metrics} among the '
             f'metrics of {config}: {list(metrics["fp32"])}.')
-    return [metric_row(name, key, metrics, args.full_range) for key in keys]
+    return [
+        metric_row(name, key, metrics, int8_graphs(args.full_range,
+                                                   args.openvino))
+        for key in keys
+    ]
 
 
-def metric_row(name, key, metrics, full_range=False):
+def metric_row(name, key, metrics, graphs):
     """The accuracy table's row of one metric: each graph's value and the
     INT8 graphs' changes from fp32 (3 decimals for metrics within 0-1,
     else 2)."""
@@ -216,7 +240,7 @@ def metric_row(name, key, metrics, full_range=False):
     row = dict(config=name, metric=key)
     for graph, value in values.items():
         row[graph] = f'{value:.{digits}f}'
-    for graph in int8_graphs(full_range):
+    for graph in graphs:
         row[f'{graph}_change'] = (
             f'{values[graph] - values["fp32"]:+.{digits}f}')
     return row
@@ -242,11 +266,8 @@ def speed_rows(config, args, work_dir):
         for _ in range(2)
     ]
     files = quantized_files(fp32, calibration, osp.join(work_dir, name),
-                            args.full_range)
-    sessions = {
-        key: cpu_session(f, args.threads)
-        for key, f in files.items()
-    }
+                            args.full_range, args.openvino)
+    sessions = {key: open_session(f, args.threads) for key, f in files.items()}
     accelerated = accelerate_for_cpu(copy.deepcopy(graph))
     rows = []
     for batch in args.batch_sizes:
@@ -266,7 +287,7 @@ def speed_rows(config, args, work_dir):
         row = dict(config=name, batch=batch)
         for key, seconds in times.items():
             row[key] = format_times(seconds)
-        for int8 in int8_graphs(args.full_range):
+        for int8 in int8_graphs(args.full_range, args.openvino):
             row[f'{int8}_fp32'] = ratio_cell(times['fp32'], times[int8],
                                              True)
             row[f'{int8}_eager'] = ratio_cell(times['eager'], times[int8],
@@ -275,17 +296,25 @@ def speed_rows(config, args, work_dir):
     return rows
 
 
-def accuracy_columns(full_range=False):
-    """The accuracy table's (key, title) columns."""
-    graphs = int8_graphs(full_range)
+def open_session(run, threads):
+    """The CPU session of a file of :func:`quantized_files`: an ONNX file
+    (ONNX Runtime), or ``(onnx_file, backend, precision)``."""
+    if isinstance(run, str):
+        return cpu_session(run, threads)
+    onnx_file, backend, precision = run
+    return cpu_session(onnx_file, threads, backend=backend,
+                       precision=precision)
+
+
+def accuracy_columns(graphs):
+    """The accuracy table's (key, title) columns of the INT8 ``graphs``."""
     return ([('config', 'config'), ('metric', 'metric'),
              ('fp32', 'ORT fp32')] + [(g, f'INT8 {g}') for g in graphs] +
             [(f'{g}_change', f'{g} - fp32') for g in graphs])
 
 
-def speed_columns(full_range=False):
-    """The speed table's (key, title) columns."""
-    graphs = int8_graphs(full_range)
+def speed_columns(graphs):
+    """The speed table's (key, title) columns of the INT8 ``graphs``."""
     return ([('config', 'config'), ('batch', 'batch'),
              ('fp32', 'ORT fp32 ms')] +
             [(g, f'INT8 {g} ms') for g in graphs] +
@@ -312,8 +341,9 @@ def main(argv=None):
     """
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    accuracy_table = accuracy_columns(args.full_range)
-    speed_table = speed_columns(args.full_range)
+    graphs = int8_graphs(args.full_range, args.openvino)
+    accuracy_table = accuracy_columns(graphs)
+    speed_table = speed_columns(graphs)
     print(describe_cpu(), flush=True)
     accuracy, speed = [], []
     with tempfile.TemporaryDirectory() as tmp:
