@@ -1,7 +1,8 @@
 """Deployment of mmtnt models: build (:func:`build_model`), export to ONNX
 (:func:`export_onnx`), run in ONNX Runtime or OpenVINO (:func:`cpu_session`,
 ``backend`` and ``precision``), verify against PyTorch (:func:`verify_onnx`),
-and quantize to INT8 (:mod:`mmtnt.deploy.quantize`).
+and quantize to INT8 (:func:`quantize_onnx` for ONNX Runtime,
+:func:`quantize_openvino` for OpenVINO).
 
 Examples:
     >>> from mmtnt.deploy import (INPUT_NAME, build_model, cpu_session,
@@ -28,6 +29,7 @@ from .graphs import (ClassifierGraph, SegmentorGraph, describe_preprocessing,
                      export_graph, input_channels, is_detector, output_names)
 from .masks import paste_masks
 from .quantize import calibration_inputs, cpu_int8_features, quantize_onnx
+from .quantize_openvino import openvino_int8_file, quantize_openvino
 from .runtime import (BACKENDS, IMG_SHAPE_NAME, INPUT_NAME, PRECISIONS,
                       OpenVINOSession, cpu_session)
 from .verify import (BF16_TOLERANCE, CLS_TOLERANCES, DEFAULT_TOLERANCE,
@@ -48,7 +50,8 @@ __all__ = [
     'describe_preprocessing', 'dynamic_trace_shape', 'evaluate_graphs',
     'evaluate_onnx', 'export_graph', 'export_onnx', 'graph_detections',
     'input_channels', 'is_detector', 'match_detections', 'nms_by_group',
-    'output_names', 'padded_check', 'paste_masks', 'quantize_onnx',
+    'openvino_int8_file', 'output_names', 'padded_check', 'paste_masks',
+    'quantize_onnx', 'quantize_openvino',
     'rpn_proposals', 'second_shape', 'verify_detector_onnx', 'verify_onnx',
     'verify_sizes'
 ]

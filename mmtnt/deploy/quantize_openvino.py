@@ -147,8 +147,8 @@ def quantize_openvino(onnx_file, inputs, out_file=None, reduce_range=True):
         >>> quantize_openvino('svt-s.onnx', calibration)  # doctest: +SKIP
         'svt-s_openvino_int8.xml'
     """
-    from .runtime import import_openvino
-    openvino = import_openvino()
+    from .runtime import openvino_core
+    core = openvino_core()
     if not osp.isfile(onnx_file):
         raise FileNotFoundError(f'ONNX file {onnx_file} not found.')
     if inputs is None or len(inputs) == 0:
@@ -157,7 +157,7 @@ def quantize_openvino(onnx_file, inputs, out_file=None, reduce_range=True):
             'preprocessed images (N, C, H, W), e.g. from '
             'calibration_inputs(cfg, num_images).')
     out_file = out_file or openvino_int8_file(onnx_file)
-    model = openvino.Core().read_model(onnx_file)
+    model = core.read_model(onnx_file)
     model = quantized_model(model, inputs, boundary_ops(model, onnx_file),
                             reduce_range)
     save_model_atomically(model, out_file)

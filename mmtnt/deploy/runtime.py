@@ -1,6 +1,7 @@
 """The input names of exported graphs and the CPU session every deployment
 tool runs them in: ONNX Runtime's, or OpenVINO's (:class:`OpenVINOSession`)
 with the same surface."""
+import functools
 import os.path as osp
 
 import numpy as np
@@ -95,15 +96,28 @@ def cpu_session(onnx_file,
         onnx_file, options, providers=['CPUExecutionProvider'])
 
 
-def import_openvino():
-    """The ``openvino`` module, or an ImportError of one line on how to
-    install it."""
+def openvino_core():
+    """The one ``openvino.Core`` of the process, or an ImportError of one
+    line on how to install OpenVINO.
+
+    Every :class:`OpenVINOSession` compiles through it: OpenVINO's CPU
+    plugin gives the compiling thread a signal stack that a second Core,
+    once deleted, can leave dangling, and the process then dies at its next
+    handled signal (a child process ending after a DataLoader with workers,
+    say).
+    """
     try:
-        import openvino
+        import openvino  # noqa: F401
     except ImportError:
         raise ImportError('OpenVINO is not installed: pip install '
                           "'mmtnt[openvino]'.") from None
-    return openvino
+    return shared_core()
+
+
+@functools.lru_cache(maxsize=None)
+def shared_core():
+    import openvino
+    return openvino.Core()
 
 
 def openvino_model_file(onnx_file, precision):
@@ -197,8 +211,7 @@ class OpenVINOSession:
     """
 
     def __init__(self, onnx_file, num_threads=None, precision='fp32'):
-        openvino = import_openvino()
-        core = openvino.Core()
+        core = openvino_core()
         if precision == 'bf16':
             check_bf16(core)
         config = {

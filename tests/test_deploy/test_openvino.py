@@ -21,6 +21,7 @@
   Runtime or on a CPU without it, a missing INT8 IR, OpenVINO not
   installed, ``pytorch2onnx.py --int8 dynamic --backend openvino``.
 """
+import gc
 import sys
 
 import numpy as np
@@ -35,6 +36,7 @@ from mmtnt.deploy import (BF16_TOLERANCE, CLS_TOLERANCES, INPUT_NAME,
                           export_onnx, padded_check, verify_onnx)
 from mmtnt.deploy.cli import evaluate_main, export_main
 from mmtnt.deploy.evaluate import evaluate_graphs
+from mmtnt.deploy.runtime import openvino_core
 from mmtnt.deploy.verify import worst_element
 
 UPERNET = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
@@ -58,12 +60,12 @@ FP32_RELATIVE = 1e-5
 #: from fp32's accepted.
 BF16_MIOU_POINTS = 1.0
 
-openvino = pytest.importorskip('openvino')
+pytest.importorskip('openvino')
 
 
 def has_bf16():
     """Whether OpenVINO's CPU plugin runs bfloat16 on this CPU."""
-    return 'BF16' in openvino.Core().get_property(
+    return 'BF16' in openvino_core().get_property(
         'CPU', 'OPTIMIZATION_CAPABILITIES')
 
 
@@ -236,3 +238,47 @@ def test_export_tool_refuses_dynamic_int8_for_openvino():
         ])
     assert str(error.value) == ("Error: --int8 dynamic is ONNX Runtime's: "
                                 "OpenVINO's INT8 is --int8 static.")
+
+
+def signal_stack():
+    """The calling thread's alternate signal stack: its address, or None
+    when it has none (``sigaltstack``)."""
+    import ctypes
+
+    class Stack(ctypes.Structure):
+        _fields_ = [('sp', ctypes.c_void_p), ('flags', ctypes.c_int),
+                    ('size', ctypes.c_size_t)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    stack = Stack()
+    assert libc.sigaltstack(None, ctypes.byref(stack)) == 0
+    disabled = 2  # SS_DISABLE
+    return None if stack.flags & disabled else stack.sp
+
+
+def is_mapped(address):
+    """Whether ``address`` lies in a mapping of this process."""
+    with open('/proc/self/maps') as maps:
+        for line in maps:
+            low, high = (int(end, 16) for end in line.split()[0].split('-'))
+            if low <= address < high:
+                return True
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'),
+                    reason='reads /proc/self/maps')
+def test_sessions_leave_no_dangling_signal_stack(tmp_path):
+    """Sessions closed in the order they were made leave the signal stack
+    OpenVINO gives the compiling thread mapped: with a Core per session it
+    was left pointing at freed memory, and the process died at its next
+    handled signal (SIGCHLD after a DataLoader's workers)."""
+    from test_tools.test_quantize import chain_graph
+    graph = chain_graph(tmp_path / 'chain.onnx')
+    sessions = [cpu_session(graph, 1, backend='openvino') for _ in range(2)]
+    assert sessions[1].run(None, {INPUT_NAME: np.ones((1, 8), np.float32)})
+    while sessions:
+        del sessions[0]
+        gc.collect()
+        stack = signal_stack()
+        assert stack is None or is_mapped(stack), hex(stack)

@@ -37,6 +37,7 @@ from mmtnt.deploy.evaluate import evaluate_graphs
 from mmtnt.deploy.quantize import calibration_inputs
 from mmtnt.deploy.quantize_openvino import (openvino_int8_file,
                                             quantize_openvino)
+from mmtnt.deploy.runtime import openvino_core
 
 TNT_DEMO = 'configs/demo/tnt-demo_1xb128_fashion-mnist.py'
 UPERNET = 'configs/demo/upernet_pcpvt-demo_1xb8-2k_demo-ade-128x128.py'
@@ -88,10 +89,9 @@ def quantize_and_score(cfg, onnx_file, calibration, num_images=None):
     Returns:
         dict: ``fp32`` and ``int8`` -> the evaluator's metrics.
     """
-    import openvino
     ir_file = quantize_openvino(onnx_file, calibration)
     assert ir_file == openvino_int8_file(onnx_file)
-    core = openvino.Core()
+    core = openvino_core()
     assert ports(core.read_model(ir_file)) == ports(
         core.read_model(onnx_file))
     return evaluate_graphs(
@@ -209,8 +209,7 @@ def test_int8_model_computes_alike_without_vnni(tmp_path):
                           reduce_range=False)
     ]
     seven_bit, eight_bit = run_emulated(files, feed, tmp_path, AVX2_CPU)
-    import openvino
-    core = openvino.Core()
+    core = openvino_core()
     expected, *here = (
         core.compile_model(name, 'CPU', {'INFERENCE_PRECISION_HINT': 'f32'})
         ({'input': feed})[0] for name in [fp32] + files)
@@ -239,14 +238,13 @@ def test_quantize_openvino_writes_through_a_temporary_name(tmp_path):
 def test_boundary_products_stay_float(tmp_path):
     """The first and last products of a graph of three stay float, as in
     ONNX Runtime's static mode; the middle one reads quantized inputs."""
-    import openvino
     fp32 = chain_graph(tmp_path / 'chain.onnx')
     ir_file = quantize_openvino(fp32, [np.ones((2, 8), np.float32)])
     inputs = {
         op.get_friendly_name(): [
             value.get_node().get_type_name() for value in op.input_values()
         ]
-        for op in openvino.Core().read_model(ir_file).get_ops()
+        for op in openvino_core().read_model(ir_file).get_ops()
         if op.get_type_name() == 'MatMul'
     }
     assert [name for name, types in inputs.items()
