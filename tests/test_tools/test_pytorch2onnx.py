@@ -42,8 +42,9 @@ from mmengine.registry import DefaultScope
 from tiny_backbones import TNT_TINY, TWINS_TINY
 
 from mmtnt import hub
-from mmtnt.deploy import (DEFAULT_TOLERANCE, INPUT_NAME, ClassifierGraph,
-                          build_model, cpu_session, dynamic_trace_shape,
+from mmtnt.deploy import (BACKENDS, DEFAULT_TOLERANCE, INPUT_NAME,
+                          ClassifierGraph, build_model, cpu_session,
+                          dynamic_trace_shape,
                           export_graph, export_onnx, second_shape, verify_onnx)
 from mmtnt.deploy.cli import export_main as main
 from mmtnt.deploy.graphs import adaptive_avg_pool2d_by_products
@@ -147,12 +148,15 @@ def test_tool_on_demo_segmentor(tmp_path):
     assert 'Verify (2, 3, 96, 160)' in out
     assert out.count(': OK') == 2 and 'FAILED' not in out
 
-    # The graph of the loaded weights: logits at the input resolution.
+    # The graph of the loaded weights: logits at the input resolution, in
+    # both runtimes.
     graph = export_graph(model)
     checks = [(2, 160, 128), (1, 100, 130)]
-    report = verify_onnx(str(onnx_file), graph, checks, seed=1)
-    assert report.task == 'segmentor'
-    assert_checks_pass(report, checks)
+    for backend in BACKENDS:
+        report = verify_onnx(str(onnx_file), graph, checks, seed=1,
+                             backend=backend)
+        assert report.task == 'segmentor'
+        assert_checks_pass(report, checks)
     with torch.no_grad():
         seg_logits = graph(torch.randn(1, 3, 100, 130))
     assert seg_logits.shape == (1, 5, 100, 130)

@@ -83,22 +83,27 @@ PADDED = ((97, 165), (128, 192))
 
 def export_demo(config, scenes, short_runs, tmp_path):
     """Export the short run of a demo detector through the tool with
-    ``--dynamic-export --verify`` on a validation scene; its output."""
+    ``--dynamic-export --verify`` on a validation scene.
+
+    Returns:
+        tuple: The tool's output, the ONNX file, the checkpoint and the
+        scene.
+    """
     run = short_runs.train(
         config,
         data_options(config, scenes) + short_epochs(DEMO_EPOCHS[config]))
     onnx_file = tmp_path / 'detector.onnx'
+    scene = str(scenes / 'coco' / 'val' / '000001.jpg')
     result, seconds = run_tool([
         'tools/deployment/pytorch2onnx.py', config, run.checkpoint,
         '--output-file',
         str(onnx_file), '--shape', *map(str, DEMO_SIZE), '--dynamic-export',
-        '--verify', '--verify-image',
-        str(scenes / 'coco' / 'val' / '000001.jpg')
+        '--verify', '--verify-image', scene
     ],
                                timeout=600)
     assert result.returncode == 0, describe(result)
     print(f'{config}: exported and verified in {seconds:.0f} s')
-    return result.stdout
+    return result.stdout, str(onnx_file), run.checkpoint, scene
 
 
 def check_verified(out, outputs):
@@ -121,16 +126,29 @@ def check_verified(out, outputs):
 @pytest.mark.slow
 @short_run_group(RETINANET)
 def test_retinanet_demo_export(demo_scenes, short_runs, tmp_path):
-    out = export_demo(RETINANET, demo_scenes, short_runs, tmp_path)
+    out, *_ = export_demo(RETINANET, demo_scenes, short_runs, tmp_path)
     check_verified(out, ('boxes', 'scores', 'labels'))
 
 
 @pytest.mark.slow
 @short_run_group(MASK_RCNN)
 def test_mask_rcnn_demo_export(demo_scenes, short_runs, tmp_path):
-    out = export_demo(MASK_RCNN, demo_scenes, short_runs, tmp_path)
+    out, onnx_file, checkpoint, scene = export_demo(MASK_RCNN, demo_scenes,
+                                                    short_runs, tmp_path)
     lines = check_verified(out, ('boxes', 'scores', 'labels', 'roi_masks'))
     assert all('min mask IoU' in line for line in lines)
+
+    # The same dynamic graph in OpenVINO: the sizes, masks and padded
+    # input the tool checked in ONNX Runtime.
+    model = build_model(MASK_RCNN, checkpoint)
+    graph = export_graph(model)
+    checks = verify_sizes(graph, DEMO_SIZE, dynamic=True)
+    padded = padded_check(model, checks[-1][1:], True)
+    report = verify_onnx(onnx_file, graph, checks, image=scene,
+                         padded=padded, backend='openvino')
+    print(report)
+    assert report.passed and len(report) == 4
+    assert all(result['count'] > 0 for result in report)
 
 
 def spread_scores(model, inputs):
