@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from mmtnt.apis import build_inferencer
-from mmtnt.apis.inference import TASKS
+from mmtnt.apis.model import SCOPE_TASKS
 from mmtnt.utils.cli import add_cfg_options, load_config
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp')
@@ -178,7 +178,8 @@ def summarize_prediction(task, prediction, classes, topk=5, score_thr=0.3):
                 for i in order
             ],
             label_map=label_map)
-    raise ValueError(f'task must be one of {TASKS}, got {task!r}.')
+    raise ValueError(
+        f'task must be one of {tuple(SCOPE_TASKS)}, got {task!r}.')
 
 
 def describe(summary):
