@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
     """
     if not config.getoption('long'):
         skip = pytest.mark.skip(
-            reason='a long learning check: make test-long runs it')
+            reason='a long check (minutes): make test-long runs it')
         for item in items:
             if item.get_closest_marker('long'):
                 item.add_marker(skip)
