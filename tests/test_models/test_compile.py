@@ -55,12 +55,11 @@ SIZES = [(64, 96), (72, 88), (84, 68), (68, 84)]
 RELATIVE_TOLERANCE = 1e-3
 # The families inductor compiles here: PCPVT's blocks (GSA, plain attention)
 # are SVT's odd blocks and TNT's attention, so only the tests of
-# ``test_train_step_compiles_once_for_any_size`` trace it. Compiling
-# TNT's and PyramidTNT's kernels takes one and two minutes on 2 cores with
-# a cold cache: they are ``long`` tests (``make test-long``); graph breaks
-# in them still fail ``test_train_step_compiles_once_for_any_size``.
+# ``test_train_step_compiles_once_for_any_size`` trace it. Inductor's C++
+# compile takes one to two minutes a family on 2 cores with a cold cache:
+# these are ``long`` tests (``make test-long``); a graph break in any
+# family still fails ``test_train_step_compiles_once_for_any_size``.
 INDUCTOR_FAMILIES = ['TNT', 'PyramidTNT', 'SVT']
-LONG_INDUCTOR_FAMILIES = ('TNT', 'PyramidTNT')
 
 
 class PooledLoss(nn.Module):
@@ -119,12 +118,8 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('name', [
-    pytest.param(name, marks=[pytest.mark.long] if name in
-                 LONG_INDUCTOR_FAMILIES else [])
-    for name in INDUCTOR_FAMILIES
-])
+@pytest.mark.long
+@pytest.mark.parametrize('name', INDUCTOR_FAMILIES)
 def test_compiled_train_step_matches_eager(name, fresh_dynamo):
     torch.manual_seed(0)
     backbone = BACKBONES[name]()

@@ -53,11 +53,10 @@ DEMO_EPOCHS = {RETINANET: SHORT_EPOCHS_RETINANET,
 # each test took 24-75 s alone on 2 cores (PyramidTNT the most).
 # Twins-SVT-S at 160x160 has one LSA window in its last stage and several
 # at the second size checked, which a graph fixed at its example would
-# fail; a stage of two blocks has both an LSA and a GSA block. The
-# PyramidTNT and Twins exports take two minutes and one on 2 cores: they
-# are ``long`` tests (``make test-long``); the demo exports cover PCPVT's
-# and SVT's detectors at demo widths in the default run.
-LONG_FULL_SIZE = ('PyramidTNT', 'Twins')
+# fail; a stage of two blocks has both an LSA and a GSA block. The exports
+# take half a minute (TNT) to two minutes (PyramidTNT) on 2 cores: they are
+# ``long`` tests (``make test-long``); the demo exports check PCPVT's and
+# SVT's detectors, at the demos' widths, in the default run.
 FULL_SIZE = {
     'TNT': ('configs/tnt/retinanet_tnt-s-p16_fpn_1x_coco.py', {
         'model.backbone.arch':
@@ -179,12 +178,8 @@ def spread_scores(model, inputs):
             layer.bias -= scale * shifts.mean()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('family', [
-    pytest.param(family,
-                 marks=[pytest.mark.long] if family in LONG_FULL_SIZE else [])
-    for family in FULL_SIZE
-])
+@pytest.mark.long
+@pytest.mark.parametrize('family', list(FULL_SIZE))
 def test_full_size_export(tmp_path, family):
     config, options = FULL_SIZE[family]
     cfg = Config.fromfile(config)
