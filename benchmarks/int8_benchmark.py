@@ -300,10 +300,10 @@ def open_session(run, threads):
     """The CPU session of a file of :func:`quantized_files`: an ONNX file
     (ONNX Runtime), or ``(onnx_file, backend, precision)``."""
     if isinstance(run, str):
-        return cpu_session(run, threads)
+        return cpu_session(run, threads, spinning=False)
     onnx_file, backend, precision = run
     return cpu_session(onnx_file, threads, backend=backend,
-                       precision=precision)
+                       precision=precision, spinning=False)
 
 
 def accuracy_columns(graphs):

@@ -23,7 +23,9 @@ at the config's test resolution, with the head's logits as output. Then:
   ``mmtnt.accelerate_for_cpu``, both in ``torch.inference_mode``. After
   ``--warmup`` runs of each, all take turns for ``--rounds`` rounds, the
   order rotating every round, so that a change of machine load hits all
-  of them alike (:func:`benchmarks.measure.time_runs`); the table gives
+  of them alike (:func:`benchmarks.measure.time_runs`); ONNX Runtime's
+  threads do not spin between runs (``cpu_session(..., spinning=False)``),
+  or the runtime after it would wait for cores they hold; the table gives
   the median and, in brackets, the fastest and slowest run, and each
   runtime's speed-up over the first runtime as the median (range) of the
   per-round ratios (:func:`benchmarks.measure.ratio_cell`).
@@ -135,7 +137,7 @@ def benchmark_config(config, args, work_dir):
     other = second_shape(*shape)
     row['other'] = f'{other[0]}x{other[1]}'
     sessions = {
-        runtime: cpu_session(onnx_file, args.threads,
+        runtime: cpu_session(onnx_file, args.threads, spinning=False,
                              **dict(zip(('backend', 'precision'),
                                         runtime.split(':'))))
         for runtime in args.runtimes

@@ -50,7 +50,8 @@ def cpu_session(onnx_file,
                 num_threads=None,
                 memory_pattern=True,
                 backend='onnxruntime',
-                precision='fp32'):
+                precision='fp32',
+                spinning=True):
     """A session that runs an exported graph on the CPU.
 
     Args:
@@ -62,6 +63,10 @@ def cpu_session(onnx_file,
         precision (str): One of :data:`PRECISIONS`; ONNX Runtime runs
             ``fp32`` only (its INT8 graph is a file of its own, see
             :func:`~mmtnt.deploy.quantize.quantize_onnx`). Defaults to fp32.
+        spinning (bool): ONNX Runtime's ``allow_spinning``: its threads wait
+            for work busily after each run. Pass False where another
+            runtime runs on the same cores (timing runtimes side by side),
+            whose threads would wait for the spinning ones. Defaults to True.
 
     Returns:
         onnxruntime.InferenceSession | OpenVINOSession: With ``run``,
@@ -89,6 +94,9 @@ def cpu_session(onnx_file,
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.enable_mem_pattern = memory_pattern
+    if not spinning:
+        options.add_session_config_entry('session.intra_op.allow_spinning',
+                                         '0')
     if num_threads is not None:
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
