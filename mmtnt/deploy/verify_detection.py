@@ -1,6 +1,5 @@
 """Verify an exported detector: its detections in ONNX Runtime or OpenVINO
-matched
-(:func:`match_detections`) with those of mmdet's eager ``predict``
+matched (:func:`match_detections`) with those of mmdet's eager ``predict``
 (:func:`verify_detector_onnx`)."""
 import os.path as osp
 
