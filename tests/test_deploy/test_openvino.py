@@ -7,7 +7,8 @@
   (CPUs with it) within
   :data:`~mmtnt.deploy.BF16_TOLERANCE`, and visibly not at float32 (the
   float32 session must set its precision: OpenVINO's default on such CPUs
-  is bfloat16).
+  is bfloat16); a session fixed to one input shape (``input_shape``), in
+  both runtimes, gives the dynamic one's logits and refuses other shapes.
 * The UperNet, RetinaNet and Mask R-CNN demos of the session's short runs
   (their 128x128 graphs shared with test_int8_tasks.py and
   test_deploy_test.py) verified in OpenVINO against eager mmseg and mmdet
@@ -111,6 +112,29 @@ def test_classifier_fp32_equals_eager_and_ort(tiny_classifier):
         assert actual.shape == (batch, 5) and actual.dtype == np.float32
         worst = worst_element(actual, expected, *CLS_TOLERANCES['logits'])
         assert worst['ratio'] <= 1, worst
+
+
+@pytest.mark.parametrize('backend', ['onnxruntime', 'openvino'])
+def test_session_fixed_to_one_input_shape(tiny_classifier, backend):
+    """``input_shape`` fixes the dynamic graph's image input in both
+    runtimes: the session gives the dynamic session's logits at that shape
+    and refuses another."""
+    _, onnx_file = tiny_classifier
+    batch, height, width = CLASSIFIER_CHECKS[1]
+    shape = (batch, 3, height, width)
+    fixed = cpu_session(onnx_file, 1, backend=backend, input_shape=shape)
+    dynamic = cpu_session(onnx_file, 1, backend=backend)
+    assert [p.shape for p in fixed.get_inputs()] == [list(shape)]
+    images = np.random.default_rng(2).standard_normal(shape, np.float32)
+    actual, = fixed.run(None, {INPUT_NAME: images})
+    expected, = dynamic.run(None, {INPUT_NAME: images})
+    worst = worst_element(actual, expected, *CLS_TOLERANCES['logits'])
+    assert worst['ratio'] <= 1, worst
+    with pytest.raises(Exception, match='(?i)dimension|size'):
+        fixed.run(None, {INPUT_NAME: images[:1]})
+    with pytest.raises(ValueError, match=r'^input_shape \(3, 64, 64\) is '
+                       r'not \(N, C, H, W\)\.$'):
+        cpu_session(onnx_file, backend=backend, input_shape=(3, 64, 64))
 
 
 @pytest.mark.skipif(not has_bf16(), reason='this CPU lacks bfloat16')
