@@ -31,6 +31,8 @@ per-round ratios, so that load changing between rounds cancels.
 (``mmtnt.deploy.quantize_openvino``, calibrated on the same images, its IR
 next to the fp32 graph) to both: scored by the same evaluator, and timed in
 the same interleaved rounds (OpenVINO with ``--threads`` threads).
+``--fixed-shape`` times every graph in sessions fixed to the batch's shape
+(``cpu_session(..., input_shape=...)``), as ``onnx_benchmark`` does.
 
 The INT8 graphs store 7-bit weights (``quantize_onnx``'s default
 ``reduce_range=True``, which no x86-64 CPU saturates); ``--full-range``
@@ -148,6 +150,11 @@ def parse_args(argv=None):
         action='store_true',
         help='also time the OpenVINO INT8 model of NNCF '
         '(mmtnt.deploy.quantize_openvino), calibrated on the same images')
+    parser.add_argument(
+        '--fixed-shape',
+        action='store_true',
+        help='time sessions fixed to each batch\'s shape (cpu_session\'s '
+        'input_shape)')
     parser.add_argument(
         '--work-dir',
         help='where the ONNX files are written (default: a temporary '
@@ -267,12 +274,16 @@ def speed_rows(config, args, work_dir):
     ]
     files = quantized_files(fp32, calibration, osp.join(work_dir, name),
                             args.full_range, args.openvino)
-    sessions = {key: open_session(f, args.threads) for key, f in files.items()}
     accelerated = accelerate_for_cpu(copy.deepcopy(graph))
     rows = []
     for batch in args.batch_sizes:
         inputs = torch.randn(batch, 3, *shape)
         feed = {INPUT_NAME: inputs.numpy()}
+        input_shape = tuple(inputs.shape) if args.fixed_shape else None
+        sessions = {
+            key: open_session(f, args.threads, input_shape)
+            for key, f in files.items()
+        }
 
         def eager():
             with torch.inference_mode():
@@ -296,14 +307,16 @@ def speed_rows(config, args, work_dir):
     return rows
 
 
-def open_session(run, threads):
+def open_session(run, threads, input_shape=None):
     """The CPU session of a file of :func:`quantized_files`: an ONNX file
-    (ONNX Runtime), or ``(onnx_file, backend, precision)``."""
+    (ONNX Runtime), or ``(onnx_file, backend, precision)``; fixed to
+    ``input_shape`` if given."""
     if isinstance(run, str):
-        return cpu_session(run, threads, spinning=False)
+        run = (run, 'onnxruntime', 'fp32')
     onnx_file, backend, precision = run
     return cpu_session(onnx_file, threads, backend=backend,
-                       precision=precision, spinning=False)
+                       precision=precision, spinning=False,
+                       input_shape=input_shape)
 
 
 def accuracy_columns(graphs):

@@ -28,7 +28,10 @@ at the config's test resolution, with the head's logits as output. Then:
   or the runtime after it would wait for cores they hold; the table gives
   the median and, in brackets, the fastest and slowest run, and each
   runtime's speed-up over the first runtime as the median (range) of the
-  per-round ratios (:func:`benchmarks.measure.ratio_cell`).
+  per-round ratios (:func:`benchmarks.measure.ratio_cell`). With
+  ``--fixed-shape`` every runtime is timed in sessions fixed to the batch's
+  shape (``cpu_session(..., input_shape=...)``), as a deployment with one
+  input size runs them.
 - ``rel. diff`` is given for each runtime (bf16's: its largest error over
   the largest logit).
 
@@ -136,12 +139,7 @@ def benchmark_config(config, args, work_dir):
     row['export'] = f'yes ({time.perf_counter() - start:.0f} s)'
     other = second_shape(*shape)
     row['other'] = f'{other[0]}x{other[1]}'
-    sessions = {
-        runtime: cpu_session(onnx_file, args.threads, spinning=False,
-                             **dict(zip(('backend', 'precision'),
-                                        runtime.split(':'))))
-        for runtime in args.runtimes
-    }
+    sessions = open_sessions(onnx_file, args)
     channels = input_channels(graph)
     generator = torch.Generator().manual_seed(0)
     checks = [
@@ -154,11 +152,26 @@ def benchmark_config(config, args, work_dir):
             for difference in relative_differences(session, graph, checks))
     accelerated = (accelerate_for_cpu(copy.deepcopy(graph))
                    if args.eager else None)
-    return [
-        dict(row, batch=batch, **time_batch(
-            torch.randn(batch, channels, *shape), sessions, graph,
-            accelerated, args)) for batch in args.batch_size
-    ]
+    rows = []
+    for batch in args.batch_size:
+        inputs = torch.randn(batch, channels, *shape)
+        if args.fixed_shape:
+            sessions = open_sessions(onnx_file, args, tuple(inputs.shape))
+        rows.append(dict(row, batch=batch, **time_batch(
+            inputs, sessions, graph, accelerated, args)))
+    return rows
+
+
+def open_sessions(onnx_file, args, input_shape=None):
+    """A session of each of ``--runtimes`` on ``onnx_file``, by its
+    ``BACKEND:PRECISION``, fixed to ``input_shape`` if given."""
+    return {
+        runtime: cpu_session(onnx_file, args.threads, spinning=False,
+                             input_shape=input_shape,
+                             **dict(zip(('backend', 'precision'),
+                                        runtime.split(':'))))
+        for runtime in args.runtimes
+    }
 
 
 def time_batch(inputs, sessions, graph, accelerated, args):
@@ -272,6 +285,11 @@ def parse_args(argv=None):
         help='the runtimes timed, the first the others are compared with '
         '(default onnxruntime:fp32), e.g. onnxruntime:fp32 openvino:fp32 '
         'openvino:bf16')
+    parser.add_argument(
+        '--fixed-shape',
+        action='store_true',
+        help='time sessions fixed to each batch\'s shape (cpu_session\'s '
+        'input_shape) instead of the dynamic ones that are checked')
     parser.add_argument(
         '--no-eager',
         dest='eager',
