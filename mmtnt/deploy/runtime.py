@@ -81,13 +81,16 @@ def cpu_session(onnx_file,
 
     Raises:
         ValueError: For an unknown backend or precision, one the backend or
-            the CPU lacks, or a missing OpenVINO INT8 IR.
+            the CPU lacks, a missing OpenVINO INT8 IR, or an
+            ``input_shape`` that is not (N, C, H, W).
         ImportError: For OpenVINO when it is not installed.
 
     Examples:
         >>> session = cpu_session('svt-s.onnx', 2, backend='openvino',
         ...                       precision='bf16')  # doctest: +SKIP
         >>> scores, = session.run(None, {'input': images})  # doctest: +SKIP
+        >>> fixed = cpu_session('svt-s.onnx', 2, backend='openvino',
+        ...                     input_shape=(1, 3, 224, 224))  # doctest: +SKIP
     """
     check_choice('backend', backend, BACKENDS)
     check_choice('precision', precision, PRECISIONS)
