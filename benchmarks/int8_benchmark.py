@@ -274,16 +274,14 @@ def speed_rows(config, args, work_dir):
     ]
     files = quantized_files(fp32, calibration, osp.join(work_dir, name),
                             args.full_range, args.openvino)
+    sessions = None if args.fixed_shape else open_sessions(files, args)
     accelerated = accelerate_for_cpu(copy.deepcopy(graph))
     rows = []
     for batch in args.batch_sizes:
         inputs = torch.randn(batch, 3, *shape)
         feed = {INPUT_NAME: inputs.numpy()}
-        input_shape = tuple(inputs.shape) if args.fixed_shape else None
-        sessions = {
-            key: open_session(f, args.threads, input_shape)
-            for key, f in files.items()
-        }
+        if args.fixed_shape:
+            sessions = open_sessions(files, args, tuple(inputs.shape))
 
         def eager():
             with torch.inference_mode():
@@ -307,16 +305,18 @@ def speed_rows(config, args, work_dir):
     return rows
 
 
-def open_session(run, threads, input_shape=None):
-    """The CPU session of a file of :func:`quantized_files`: an ONNX file
-    (ONNX Runtime), or ``(onnx_file, backend, precision)``; fixed to
-    ``input_shape`` if given."""
-    if isinstance(run, str):
-        run = (run, 'onnxruntime', 'fp32')
-    onnx_file, backend, precision = run
-    return cpu_session(onnx_file, threads, backend=backend,
-                       precision=precision, spinning=False,
-                       input_shape=input_shape)
+def open_sessions(files, args, input_shape=None):
+    """A CPU session of each file of :func:`quantized_files` (an ONNX file,
+    run in ONNX Runtime, or ``(onnx_file, backend, precision)``), by its
+    name, fixed to ``input_shape`` if given."""
+    sessions = {}
+    for name, run in files.items():
+        onnx_file, backend, precision = ((run, 'onnxruntime', 'fp32')
+                                         if isinstance(run, str) else run)
+        sessions[name] = cpu_session(
+            onnx_file, args.threads, backend=backend, precision=precision,
+            spinning=False, input_shape=input_shape)
+    return sessions
 
 
 def accuracy_columns(graphs):
