@@ -4,24 +4,30 @@
 # Usage: bash tools/setup_env.sh [VENV_DIR]      (default: .venv)
 #
 # Steps, each skipped when already done:
-#   1. torch 2.13.0 + torchvision 0.28.0 (the package index's build: the
-#      CPU-only torch wheel some machines carry locally cannot import any
-#      torchvision, so pip's local configuration is bypassed for this step);
-#   2. mmcv 2.1.0 built from source with its ops. The built wheel is kept in
-#      ${MMTNT_WHEEL_CACHE:-~/.cache/mmtnt/wheels}, so a second set-up on the
-#      same machine installs it in seconds instead of rebuilding (~25 min);
+#   1. torch 2.15.0 + torchvision 0.29.2 from the package index;
+#   2. mmcv 2.1.0 built from source with its ops, its build flags patched
+#      for the C++20 that torch >= 2.14 requires
+#      (tools/patches/mmcv-2.1.0-cxx20.patch). The built wheel is kept in
+#      ${MMTNT_WHEEL_CACHE:-~/.cache/mmtnt/wheels}/torch-<torch build>, so a
+#      second set-up on the same machine installs it in seconds instead of
+#      rebuilding (about 20 minutes on 2 cores);
 #   3. the rest of the stack (requirements/runtime.txt, requirements/tests.txt)
 #      and mmtnt itself in editable mode;
 #   4. the Fashion-MNIST files of the embedded demo (Debian package
 #      dataset-fashion-mnist) and qemu-user (the tests run INT8 graphs on
 #      an emulated AVX2 CPU) when they are missing and apt-get is usable.
+#
+# pip runs without its configuration files (PIP_CONFIG_FILE=/dev/null): a
+# machine's pip configuration may cap torch below 2.15 or point at a local
+# CPU-only torch wheel that cannot import any torchvision. pip's environment
+# variables still apply: give a package mirror as PIP_INDEX_URL.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${1:-"$ROOT/.venv"}
 WHEEL_CACHE=${MMTNT_WHEEL_CACHE:-"$HOME/.cache/mmtnt/wheels"}
-TORCH_VERSION=2.13.0
-TORCHVISION_VERSION=0.28.0
+TORCH_VERSION=2.15.0
+TORCHVISION_VERSION=0.29.2
 MMCV_VERSION=2.1.0
 
 log() { echo "[setup_env] $*"; }
@@ -31,7 +37,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-PIP=("$PY" -m pip --disable-pip-version-check)
+PIP=(env PIP_CONFIG_FILE=/dev/null "$PY" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade pip wheel ninja
 
 installed_version() {
@@ -48,11 +54,7 @@ PYEOF
 # 1. torch + torchvision from the package index.
 if ! "$PY" -c "import torch, torchvision; assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
     log "installing torch $TORCH_VERSION and torchvision $TORCHVISION_VERSION"
-    isolated=(--isolated)
-    for cert in "${PIP_CERT:-}" "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
-        if [ -n "$cert" ] && [ -f "$cert" ]; then isolated+=(--cert "$cert"); break; fi
-    done
-    "${PIP[@]}" "${isolated[@]}" install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
+    "${PIP[@]}" install -q "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
 fi
 TORCH_TAG=$("$PY" -c "import torch; print(torch.__version__)")
 
@@ -61,14 +63,24 @@ if [ "$(installed_version mmcv)" != "$MMCV_VERSION" ] || ! "$PY" -c "import mmcv
     cache="$WHEEL_CACHE/torch-$TORCH_TAG"
     wheel=$(ls "$cache"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
     if [ -z "$wheel" ]; then
-        log "building mmcv $MMCV_VERSION with ops (about 25 minutes on 2 cores); cached in $cache"
+        log "building mmcv $MMCV_VERSION with ops (about 20 minutes on 2 cores); cached in $cache"
         mkdir -p "$cache"
+        build=$(mktemp -d "$cache/build.XXXXXX")
+        trap 'rm -rf "$build"' EXIT
         # mmcv 2.1.0's setup.py imports pkg_resources, gone from setuptools 70.
         "${PIP[@]}" install -q 'setuptools<70'
+        "${PIP[@]}" download -q --no-deps --no-binary mmcv --no-build-isolation \
+            -d "$build" "mmcv==$MMCV_VERSION"
+        tar -xzf "$build/mmcv-$MMCV_VERSION.tar.gz" -C "$build"
+        patch -s -d "$build/mmcv-$MMCV_VERSION" -p1 < "$ROOT/tools/patches/mmcv-$MMCV_VERSION-cxx20.patch"
         MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} \
-            "${PIP[@]}" wheel -q --no-build-isolation --no-deps --no-binary mmcv \
-            -w "$cache" "mmcv==$MMCV_VERSION"
-        wheel=$(ls "$cache"/mmcv-"$MMCV_VERSION"-*.whl | head -n 1)
+            "${PIP[@]}" wheel -q --no-build-isolation --no-deps \
+            -w "$build/wheel" "$build/mmcv-$MMCV_VERSION"
+        # Into the cache by a rename: a set-up killed mid-build leaves no
+        # wheel there, and one running beside it reads a whole file or none.
+        built=$(ls "$build"/wheel/mmcv-"$MMCV_VERSION"-*.whl)
+        wheel="$cache/$(basename "$built")"
+        mv "$built" "$wheel"
     else
         log "installing cached $wheel"
     fi
