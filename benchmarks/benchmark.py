@@ -35,7 +35,10 @@ cancel: ``time peer/mmtnt`` above 1 means mmtnt is faster, ``memory
 mmtnt/peer`` below 1 that it needs less.
 
 With ``--amp-speedup`` each implementation runs with and without autocast
-in turns, and the table gives both times and the median per-round speedup.
+in turns, and the table gives both times and the median per-round speedup;
+``--compile-speedup`` does the same eager and compiled by ``torch.compile``
+(inductor; the batch's height and width dynamic, as training at varied
+sizes compiles them; the first warm-up runs compile).
 
 Each time is also given as achieved GFLOP/s (2 FLOPs per multiply-add, the
 forward's multiply-adds as counted by :mod:`mmtnt.analysis.flops`, attention
@@ -52,6 +55,8 @@ Examples::
     python -m benchmarks.benchmark \\
         configs/twins/twins-svt-small_8xb128_in1k.py --amp
     python -m benchmarks.benchmark tnt-s svt-s --amp-speedup
+    python -m benchmarks.benchmark svt-s --compile-speedup --modes train \\
+        --img-size 512 672 --batch-size 2
     python -m benchmarks.benchmark svt-s --profile mmtnt
     python -m benchmarks.benchmark --list
 """
@@ -164,8 +169,39 @@ def run_benchmark(bench, args, device):
     return results, macs, skipped
 
 
-def run_amp_speedup(bench, args, device):
-    """Time each implementation with and without autocast, in turns.
+def unchanged(model):
+    """The model itself (the reference way of :func:`speedup_ways`)."""
+    return model
+
+
+def speedup_ways(args, device):
+    """The two ways every implementation runs in turns with
+    ``--amp-speedup`` or ``--compile-speedup``.
+
+    Args:
+        args (argparse.Namespace): From :func:`parse_args`.
+        device (torch.device): Where the models run.
+
+    Returns:
+        dict: Way name -> (a function of the model giving what runs, the
+        precision context factory), the reference way first.
+    """
+    if args.amp_speedup:
+        autocast = partial(torch.autocast, device.type,
+                           dtype=amp_dtype(args, device, force=True))
+        return dict(fp32=(unchanged, contextlib.nullcontext),
+                    autocast=(unchanged, autocast))
+    autocast = make_autocast(args, device)
+    return dict(eager=(unchanged, autocast),
+                compiled=(torch.compile, autocast))
+
+
+def run_speedup(bench, args, device):
+    """Time each implementation in the two :func:`speedup_ways`, in turns.
+
+    With ``--compile-speedup`` the batch's height and width are marked
+    dynamic, so that the compiled model runs the graph that training at
+    varied input sizes (detection, segmentation) runs.
 
     Args:
         bench (Benchmark): What to measure.
@@ -173,19 +209,17 @@ def run_amp_speedup(bench, args, device):
         device (torch.device): Where to run.
 
     Returns:
-        tuple[list[list[str]], dict]: Table rows (per mode the float32 and
-        autocast medians and the median per-round speedup); the
+        tuple[list[list[str]], dict]: Table rows (per mode the median of
+        each way and the median per-round speedup of the second); the
         implementations left out and why.
     """
     torch.manual_seed(args.seed)
     models, skipped = _candidates(bench, args, device)
     images, labels = random_batch(args.batch_size, bench.img_size, device)
-    contexts = dict(
-        fp32=contextlib.nullcontext,
-        amp=partial(
-            torch.autocast,
-            device.type,
-            dtype=amp_dtype(args, device, force=True)))
+    if args.compile_speedup:
+        torch._dynamo.mark_dynamic(images, (2, 3))
+    ways = speedup_ways(args, device)
+    reference, other = ways
     rows = []
     for impl, model in models.items():
         row = [bench.label, impl]
@@ -194,17 +228,19 @@ def run_amp_speedup(bench, args, device):
                 continue
             optimizer = new_optimizer(model) if mode == 'train' else None
             runners = {
-                k: step_runner(mode, model, images, labels, c, optimizer)
-                for k, c in contexts.items()
+                way: step_runner(mode, wrap(model), images, labels, context,
+                                 optimizer)
+                for way, (wrap, context) in ways.items()
             }
             times = interleaved_rounds(runners, args.warmup, args.rounds)
             model.zero_grad(set_to_none=True)
             row += [
-                f'{statistics.median(times["fp32"]) * 1000:.0f} ms',
-                f'{statistics.median(times["amp"]) * 1000:.0f} ms',
-                ratio_cell(times['fp32'], times['amp'], True)
+                f'{statistics.median(times[reference]) * 1000:.0f} ms',
+                f'{statistics.median(times[other]) * 1000:.0f} ms',
+                ratio_cell(times[reference], times[other], True)
             ]
         rows.append(row)
+    torch._dynamo.reset()
     return rows, skipped
 
 
@@ -295,8 +331,8 @@ def profile(bench, args, device):
             sort_by='self_cpu_time_total', row_limit=args.profile_rows))
 
 
-def print_amp_speedup(benches, args, device, load):
-    """Run :func:`run_amp_speedup` on every benchmark and print the table.
+def print_speedup(benches, args, device, load):
+    """Run :func:`run_speedup` on every benchmark and print the table.
 
     Args:
         benches (list[Benchmark]): What to measure.
@@ -306,18 +342,24 @@ def print_amp_speedup(benches, args, device, load):
     """
     rows = []
     for bench in benches:
-        bench_rows, skipped = run_amp_speedup(bench, args, device)
+        bench_rows, skipped = run_speedup(bench, args, device)
         rows += bench_rows
         for impl, reason in skipped.items():
             print(f'{bench.name}: {impl} skipped ({reason})')
+    reference, other = speedup_ways(args, device)
     header = ['model', 'impl']
     for mode in ('forward', 'train'):
         if mode in args.modes:
             name = 'forward' if mode == 'forward' else 'train step'
-            header += [f'{name} fp32', f'{name} autocast', 'speedup']
-    print(f'\n{device.type}, autocast '
-          f'{amp_dtype(args, device, force=True)} against float32, batch '
-          f'{args.batch_size}, {args.threads} threads, {rounds_note(args)}; '
+            header += [f'{name} {reference}', f'{name} {other}', 'speedup']
+    if args.amp_speedup:
+        what = (f'autocast {amp_dtype(args, device, force=True)} against '
+                'float32')
+    else:
+        what = ('torch.compile (inductor, dynamic height and width) '
+                f'against eager, {amp_dtype(args, device)}')
+    print(f'\n{device.type}, {what}, batch {args.batch_size}, '
+          f'{args.threads} threads, {rounds_note(args)}; '
           f'{accel_note(args, device)}; {malloc_note(args)}; load average '
           f'{load:.1f} -> {os.getloadavg()[0]:.1f}')
     print(format_table(header, rows))
@@ -366,6 +408,12 @@ def parse_args(argv=None):
         help='time every implementation with and without autocast, in '
         'turns, and print the speedup autocast gives')
     parser.add_argument(
+        '--compile-speedup',
+        action='store_true',
+        help='time every implementation eager and compiled by '
+        'torch.compile (inductor, the input\'s height and width dynamic), '
+        'in turns, and print the speedup compiling gives')
+    parser.add_argument(
         '--with-cp',
         action='store_true',
         help='mmtnt\'s backbone recomputes its blocks in the backward pass '
@@ -388,6 +436,10 @@ def parse_args(argv=None):
     if args.amp_speedup and (args.amp or 'memory' in args.modes):
         parser.error('--amp-speedup times forward and train steps with and '
                      'without autocast: leave out --amp and the memory mode.')
+    if args.compile_speedup and (args.amp_speedup or 'memory' in args.modes):
+        parser.error('--compile-speedup times forward and train steps eager '
+                     'and compiled: leave out --amp-speedup and the memory '
+                     'mode.')
     return args
 
 
@@ -414,8 +466,8 @@ def main(argv=None):
             profile(bench, args, device)
         return
     load = os.getloadavg()[0]
-    if args.amp_speedup:
-        print_amp_speedup(benches, args, device, load)
+    if args.amp_speedup or args.compile_speedup:
+        print_speedup(benches, args, device, load)
         return
     dtype = amp_dtype(args, device)
     peak = matmul_peak(dtype, device) if args.flops else None

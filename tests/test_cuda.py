@@ -15,29 +15,21 @@ compute the same function and only their rounding differs.
   fits, the fused kernel elsewhere) against float64.
 """
 import copy
-import os.path as osp
 
 import pytest
 import torch
 import torch._dynamo
-from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
+from dense_backbones import (DENSE_CONFIGS, config_of,
+                             deterministic_backbone, probe_loss)
 from mmengine.registry import DefaultScope
 
 from mmtnt.models.layers.attention import (explicit_attention,
                                            scaled_dot_product_attention)
-from mmtnt.registry import MODELS
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason='needs a CUDA device')
 
-REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-DENSE_CONFIGS = {
-    'TNT': 'configs/tnt/retinanet_tnt-s-p16_fpn_1x_coco.py',
-    'PyramidTNT': 'configs/pyramid_tnt/retinanet_pyramid-tnt-s_fpn_1x_coco.py',
-    'PCPVT': 'configs/twins/retinanet_twins-pcpvt-s_fpn_1x_coco.py',
-    'SVT': 'configs/twins/retinanet_twins-svt-s_fpn_1x_coco.py',
-}
 # Relative error (Frobenius norm of the difference over the reference's)
 # allowed against float32, as a multiple of the unit roundoff u of the
 # autocast dtype: 2**-11 for float16 (11 significant bits), 2**-8 for
@@ -64,35 +56,6 @@ NEGLIGIBLE_GRADIENT = 1e-2
 # float16 training scales the loss so that small gradients do not flush to
 # zero: mmengine's AmpOptimWrapper (PyTorch's GradScaler) starts at 2**16.
 LOSS_SCALE = {torch.float16: 2.0**16}
-STOCHASTIC_SETTINGS = ('drop_rate', 'attn_drop_rate', 'drop_path_rate')
-
-
-def config_of(family):
-    return Config.fromfile(osp.join(REPO, DENSE_CONFIGS[family]))
-
-
-def deterministic_backbone(cfg):
-    """The config's backbone, randomly initialised, every stochastic layer
-    off."""
-    backbone = dict(cfg.model.backbone)
-    backbone.pop('init_cfg', None)  # no checkpoint to load here
-    backbone.update(dict.fromkeys(STOCHASTIC_SETTINGS, 0.))
-    torch.manual_seed(0)
-    model = MODELS.build(backbone)
-    model.init_weights()
-    return model.cuda().train()
-
-
-def probe_loss(outs):
-    """The outputs' dot products with fixed random maps: every parameter
-    gets a gradient of its own size (a loss of the outputs' squares would
-    not: after a norm it hardly depends on what comes before)."""
-    generator = torch.Generator(device=outs[0].device).manual_seed(0)
-    return sum((out.float() * torch.randn(
-        out.shape, device=out.device, generator=generator)).mean()
-               for out in outs)
-
-
 def forward_backward(model, images, dtype=None, compile=False):
     """One forward pass (under autocast to ``dtype`` if given) and one
     backward pass of :func:`probe_loss`; returns the outputs and the
@@ -141,7 +104,7 @@ def test_amp_train_step_against_fp32(family, dtype, compile,
                                      fp32_reference):
     if dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
         pytest.skip('this GPU has no bfloat16')
-    model = deterministic_backbone(config_of(family))
+    model = deterministic_backbone(config_of(family)).cuda()
     amp_model = copy.deepcopy(model)
     torch.manual_seed(1)
     images = torch.randn(2, 3, 224, 288, device='cuda')
@@ -175,7 +138,7 @@ def test_fused_adamw_steps_on_cuda(family):
     parameters as the single-tensor AdamW does."""
     cfg = config_of(family)
     assert cfg.optim_wrapper.optimizer.get('fused') is True
-    fused_model = deterministic_backbone(cfg)
+    fused_model = deterministic_backbone(cfg).cuda()
     loop_model = copy.deepcopy(fused_model)
     # The config's mmdet base tags the wrapper with mmdet's scope, whose
     # registry imports all of mmdet; mmengine's builds the same OptimWrapper
@@ -204,7 +167,7 @@ def test_fused_adamw_steps_on_cuda(family):
             p_fused, p_loop, rtol=1e-5, atol=1e-7, msg=name)
     # The steps moved the parameters (a no-op optimizer would pass the
     # comparison): Adam's first step moves each weight by about lr.
-    start = deterministic_backbone(cfg)
+    start = deterministic_backbone(cfg).cuda()
     with torch.no_grad():
         moved = max(
             float((p - p0).abs().max())

@@ -26,8 +26,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${1:-"$ROOT/.venv"}
 WHEEL_CACHE=${MMTNT_WHEEL_CACHE:-"$HOME/.cache/mmtnt/wheels"}
-TORCH_VERSION=2.15.0
-TORCHVISION_VERSION=0.29.2
+# The tested stack; MMTNT_TORCH and MMTNT_TORCHVISION pick another pair
+# (e.g. 2.13.0 and 0.28.0; see the README, "Install").
+TORCH_VERSION=${MMTNT_TORCH:-2.15.0}
+TORCHVISION_VERSION=${MMTNT_TORCHVISION:-0.29.2}
 MMCV_VERSION=2.1.0
 
 log() { echo "[setup_env] $*"; }

@@ -143,6 +143,38 @@ def test_memory_sees_the_tensor_gelu_mlp_does_not_keep():
     assert saved_mib == pytest.approx(32, rel=0.2)
 
 
+def test_compile_speedup_times_eager_and_compiled_in_turns(
+        monkeypatch, capsys):
+    """Each implementation runs eager and through ``torch.compile`` (its
+    wrapper, never called here) with the height and width marked dynamic;
+    the speedup is the median per-round ratio eager / compiled."""
+    models = dict(mmtnt=ScriptedModel(dict(
+        eager=dict(train=[1., 2., 4.]), compiled=dict(train=[2., 1., 1.]))))
+    dynamic = []
+
+    def runner(mode, model, images, labels, autocast, optimizer=None):
+        dynamic.append(images._dynamo_dynamic_indices)
+        compiled = isinstance(model, torch._dynamo.eval_frame.OptimizedModule)
+        seconds = iter(model.seconds['compiled' if compiled else 'eager'][
+            mode])
+        return lambda: next(seconds)
+
+    monkeypatch.setattr(benchmark, 'build_candidates', lambda *args, **kw:
+                        (models, {}))
+    monkeypatch.setattr(benchmark, 'step_runner', runner)
+    benchmark_main([
+        'svt-s', '--compile-speedup', '--modes', 'train', '--img-size', '32',
+        '48', '--rounds', '3', '--warmup', '0', '--default-malloc'
+    ])
+    out = capsys.readouterr().out
+    assert 'torch.compile (inductor, dynamic height and width)' in out
+    assert dynamic == [{2, 3}, {2, 3}]
+    # eager / compiled per round: 0.5, 2 and 4.
+    assert table_rows(out) == [[
+        'svt-s (32x48)', 'mmtnt', '2000 ms', '1000 ms', '2.00 (0.50-4.00)'
+    ]]
+
+
 def test_one_small_run_of_mmtnt(capsys):
     benchmark_main([
         'pyramidtnt-ti', '--modes', 'forward', 'train', '--img-size', '32',
@@ -163,6 +195,8 @@ def test_one_small_run_of_mmtnt(capsys):
     (['svt-s', '--amp-dtype', 'float16'], '--amp-dtype needs --amp'),
     (['svt-s', '--rounds', '0'], '--rounds must be positive'),
     (['svt-s', '--amp-speedup', '--amp'], 'leave out --amp'),
+    (['svt-s', '--compile-speedup', '--modes', 'memory'],
+     'leave out --amp-speedup and the memory mode'),
 ])
 def test_bad_input_says_what_is_allowed(capsys, args, message):
     with pytest.raises(SystemExit) as error:
