@@ -66,7 +66,16 @@ def pipeline_with_resize(cfg, before):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize('name', list(CONFIGS))
+@pytest.mark.parametrize('name', [
+    pytest.param(
+        'retinanet',
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="mmdet's AnchorHead.loss_by_feat recompiles at every "
+            'padded size (anchor_generator.valid_flags reads the image '
+            "metas' pad_shape through np.ceil) until TorchDynamo's "
+            'recompile limit of 8')), 'upernet'
+])
 def test_train_compile_at_varied_sizes(name, demo_scenes, tmp_path):
     config, options, before = CONFIGS[name]
     args = parse_train_args([
